@@ -459,6 +459,24 @@ pub const METRICS: &[MetricDef] = &[
         "count",
         "file pages reported dirty when their PTE was cleared (contpte runs)",
     ),
+    metric(
+        "zone_page_cycles",
+        "zone-lock holds (estimated)",
+        "cycles",
+        "cycles the zone lock was held for pages moved, at the estimated 60 cycles a page (docs/costs/kernel.md)",
+    ),
+    metric(
+        "lru_folio_cycles",
+        "LRU-lock holds (estimated)",
+        "cycles",
+        "cycles the LRU lock was held for folios added or removed, at the estimated 40 cycles a folio",
+    ),
+    metric(
+        "vma_walk_cycles",
+        "further VMA-tree walks (estimated)",
+        "cycles",
+        "cycles of VMA-tree walks beyond a fault's first, at the estimated 80 cycles a walk",
+    ),
 ];
 
 /// Returns the catalogue entry called `name`.

@@ -108,6 +108,10 @@ pub struct Metrics {
     /// The contiguous-PTE and exit-teardown metrics.
     #[serde(flatten)]
     pub contpte: ContpteMetrics,
+    /// Cycles spent in the kernel's software costs that rest on estimates
+    /// (`zone_page_cycles`, `lru_folio_cycles`, `vma_walk_cycles`).
+    #[serde(flatten)]
+    pub estimated: crate::sim::EstimatedCycles,
 }
 
 /// The IPIs a run sent and the shootdowns it made (in JSON, fields of the
@@ -211,6 +215,7 @@ impl Metrics {
                 hw_races: report,
                 file_writebacks: report,
             },
+            estimated: crate::sim::EstimatedCycles::default(),
         }
     }
 }
@@ -311,6 +316,7 @@ fn metrics(sim: &Sim) -> Metrics {
             hw_races: cont(s.contpte.hw_races),
             file_writebacks: cont(s.contpte.file_writebacks),
         },
+        estimated: s.estimated,
     }
 }
 

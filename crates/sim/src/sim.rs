@@ -95,6 +95,7 @@ mod kswapd;
 #[cfg(test)]
 mod kswapd_tests;
 mod kwork;
+pub use kwork::{KernelEstimate, KERNEL_ESTIMATES};
 mod smt;
 pub use kwork::{zeroing_gbs, MEMCG_DEPTH_MAX, MEM_BW_SUSTAINED};
 mod memcg;
@@ -380,6 +381,9 @@ pub struct Stats {
     pub pageout: PageoutStats,
     /// Faults that did not run under their VMA's lock.
     pub vma_lock: VmaLockStats,
+    /// Cycles spent in the kernel's software costs that rest on estimates
+    /// ([`KERNEL_ESTIMATES`]).
+    pub estimated: EstimatedCycles,
 }
 
 /// The counters of translation: what the simulator counts as it runs
@@ -400,6 +404,20 @@ pub struct MmuStats {
     pub spec_fills: u64,
     /// Page faults.
     pub page_faults: u64,
+}
+
+/// Cycles a run spent in each of the kernel's software costs that rest on
+/// estimates ([`KERNEL_ESTIMATES`]): the holds and walks themselves,
+/// not what other CPUs waited for them. In a run's metrics as
+/// `zone_page_cycles`, `lru_folio_cycles` and `vma_walk_cycles`.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct EstimatedCycles {
+    /// The zone lock held for pages moved (`ZONE_PAGE` each, `sim/kwork.rs`).
+    pub zone_page_cycles: u64,
+    /// The LRU lock held for folios added or removed (`LRU_FOLIO` each).
+    pub lru_folio_cycles: u64,
+    /// Further walks of a VMA tree (`VMA_WALK` each).
+    pub vma_walk_cycles: u64,
 }
 
 /// Faults under per-VMA locks that fell back to `mmap_lock`

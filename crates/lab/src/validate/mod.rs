@@ -674,9 +674,10 @@ fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
 /// were twice as large.
 pub const ESTIMATE_SHARE: f64 = 0.01;
 
-/// Adds to `used` each estimate (`machine: costs`) that takes at least
-/// [`ESTIMATE_SHARE`] of a run of `sim` at `x` (its seed 1 run), and to `why`
-/// its source, each once.
+/// Adds to `used` each estimate (`machine: costs`, or `kernel: cost` for the
+/// kernel's software costs, [`tlbkit_sim::sim::KERNEL_ESTIMATES`]) that takes
+/// at least [`ESTIMATE_SHARE`] of a run of `sim` at `x` (its seed 1 run), and
+/// to `why` its source, each once.
 fn estimates_used(
     e: &Entry,
     sim: &Expr,
@@ -690,17 +691,28 @@ fn estimates_used(
         let Some(Ok(metrics)) = results.get(&spec.command()) else { continue };
         let Some(preset) = tlbkit_sim::preset::by_name(&spec.machine) else { continue };
         let time = metrics.get("sim_time_ns").copied().unwrap_or(0.0);
+        let mut name_it = |name: String, source: &str| {
+            let full = format!("{name}: {source}");
+            if !used.contains(&name) {
+                used.push(name);
+            }
+            if !why.contains(&full) {
+                why.push(full);
+            }
+        };
         for est in &preset.estimates {
             let count = metrics.get(&est.used_when).copied().unwrap_or(0.0);
             if est.share(&preset.costs, count, time, preset.freq_ghz, spec.cpus) >= ESTIMATE_SHARE {
-                let name = format!("{}: {}", preset.name, est.costs);
-                if !used.contains(&name) {
-                    used.push(name.clone());
-                }
-                let full = format!("{name}: {}", est.why);
-                if !why.contains(&full) {
-                    why.push(full);
-                }
+                name_it(format!("{}: {}", preset.name, est.costs), &est.why);
+            }
+        }
+        // The kernel's own software costs that rest on estimates: their
+        // cycles over the run's CPU time.
+        let total = time * preset.freq_ghz * spec.cpus as f64;
+        for k in tlbkit_sim::sim::KERNEL_ESTIMATES {
+            let cycles = metrics.get(k.metric).copied().unwrap_or(0.0);
+            if total > 0.0 && cycles / total >= ESTIMATE_SHARE {
+                name_it(format!("kernel: {}", k.name), k.why);
             }
         }
     }

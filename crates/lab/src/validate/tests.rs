@@ -254,6 +254,31 @@ fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_
 }
 
 #[test]
+fn a_row_whose_runs_spent_1_percent_in_a_kernel_estimate_names_it() {
+    let c = corpus(ENTRY).unwrap();
+    let e = c.select(Some("t1")).unwrap();
+    let mut r = t1_results();
+    // 1 ms on n CPUs at 2.45 GHz is n x 2.45 M cycles: 50,000 cycles of zone
+    // lock holds on 1 CPU are 2.04%, on 2 1.02%, on 4 0.51%.
+    for s in plan(&e, 1).unwrap() {
+        if let Some(Ok(m)) = r.get_mut(&s.command()) {
+            m.insert("sim_time_ns".into(), 1e6);
+            m.insert("zone_page_cycles".into(), 50_000.0);
+        }
+    }
+    let j = &judge_all(&e, &r, 1)[0];
+    let zone = ["kernel: zone-lock hold per page (60 cycles)".to_string()];
+    assert_eq!(j.rows[0].estimates, zone);
+    assert_eq!(j.rows[1].estimates, zone);
+    assert_eq!(j.rows[2].estimates, [] as [String; 0]);
+    assert!(
+        j.estimates.iter().any(|w| w.starts_with("kernel: zone-lock hold per page (60 cycles): ")),
+        "{:?}",
+        j.estimates
+    );
+}
+
+#[test]
 fn a_point_where_no_figure_gives_one_is_refused_before_any_run() {
     // The absolute figure without its points reads runs whose sets use {x}
     // (found by the validation_corpus fuzz target: the command kept "{x}").

@@ -113,6 +113,40 @@ pub const BW_WINDOW: u64 = 8192;
 /// simulator runs very late) is placed from the oldest on.
 const BW_WINDOWS: usize = 1024;
 
+/// One of the kernel's software costs that rests on an estimate, as `tlbkit
+/// validate` names it under a row whose runs spend at least 1% of their CPU
+/// time in it.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelEstimate {
+    /// What it is, and its value.
+    pub name: &'static str,
+    /// The run metric that gives the cycles spent in it ([`super::EstimatedCycles`]).
+    pub metric: &'static str,
+    /// Where it comes from.
+    pub why: &'static str,
+}
+
+/// The kernel's software costs that rest on estimates (`docs/costs/kernel.md`).
+pub const KERNEL_ESTIMATES: &[KernelEstimate] = &[
+    KernelEstimate {
+        name: "zone-lock hold per page (60 cycles)",
+        metric: "zone_page_cycles",
+        why: "a buddy list's link or unlink and counter updates on lines the holder mostly has, tens of instructions \
+              (__rmqueue_smallest, __free_one_page); not measured",
+    },
+    KernelEstimate {
+        name: "LRU-lock hold per folio (40 cycles)",
+        metric: "lru_folio_cycles",
+        why: "lruvec_add_folio / lruvec_del_folio: list links, the LRU flag, the size counters; not measured",
+    },
+    KernelEstimate {
+        name: "a further walk of the VMA tree (80 cycles)",
+        metric: "vma_walk_cycles",
+        why: "mas_walk of a small process's two-level maple tree held in the L1, a few dependent loads and \
+              compares a level; not measured",
+    },
+];
+
 /// Cycles the zone lock is held per page moved between the buddy lists and a
 /// per-CPU list (`__rmqueue_smallest` or `__free_one_page`: list and counter
 /// updates on lines the holder mostly has). Estimate, `docs/costs/kernel.md`.
@@ -364,7 +398,7 @@ impl Sim {
                         let t = self.m.katomic(cpu, now, line);
                         // The series' v2 checked that the VMA it locked was
                         // still in the tree by walking the tree again.
-                        let t = if self.kw.vma_locks_v2 { t + VMA_WALK } else { t };
+                        let t = if self.kw.vma_locks_v2 { self.vma_walk(t) } else { t };
                         (t, FaultLock::Vma(page))
                     }
                     VmaLockTry::Refused => {
@@ -392,7 +426,14 @@ impl Sim {
     /// the lock; the kernel makes it holding the lock for reading
     /// (`lock_mm_and_find_vma` from v6.5), a read hold that much longer.
     fn fault_lock_fallback(&mut self, cpu: usize, mm: MmId, now: u64) -> (u64, FaultLock) {
-        (self.mmap_lock(cpu, mm, false, now + VMA_WALK), FaultLock::Mmap)
+        let now = self.vma_walk(now);
+        (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap)
+    }
+
+    /// A further walk of a VMA tree from `now` ([`VMA_WALK`]); returns its end.
+    fn vma_walk(&mut self, now: u64) -> u64 {
+        self.stats.estimated.vma_walk_cycles += VMA_WALK;
+        now + VMA_WALK
     }
 
     /// What a fault on `va` of `vma` (a write if `write`) finds under
@@ -575,6 +616,7 @@ impl Sim {
     /// folios move between its buddy lists and the CPU.
     fn zone_hold(&mut self, cpu: usize, now: u64, blocks: u32) -> u64 {
         let node = self.kw.node(cpu);
+        self.stats.estimated.zone_page_cycles += ZONE_PAGE * u64::from(blocks);
         self.kw.zone[node].hold(&mut self.m, cpu, now, ZONE_PAGE * u64::from(blocks))
     }
 
@@ -583,6 +625,7 @@ impl Sim {
     /// ([`LRU_CHAIN_LINES`]).
     pub(super) fn lru_hold(&mut self, cpu: usize, now: u64, folios: u32) -> u64 {
         let node = self.kw.node(cpu);
+        self.stats.estimated.lru_folio_cycles += LRU_FOLIO * u64::from(folios);
         self.kw.lru_lock[node].hold_data(&mut self.m, cpu, now, LRU_FOLIO * u64::from(folios), LRU_CHAIN_LINES)
     }
 
@@ -881,6 +924,12 @@ mod tests {
         // it), the other 15 under the VMA's lock.
         let sim = faulted(1, 16, |p| p.kernel = Kernel::Linux(6, 9));
         assert_eq!((sim.stats.vma_lock.aborts, sim.stats.vma_lock.retries), (1, 0));
+        // The fall-back's walk, and the pages' and folios' moves under the
+        // zone and LRU locks, are counted as time in estimated costs.
+        let e = sim.stats.estimated;
+        assert_eq!(e.vma_walk_cycles, VMA_WALK, "one further walk");
+        assert!(e.zone_page_cycles > 0 && e.zone_page_cycles % ZONE_PAGE == 0, "{e:?}");
+        assert!(e.lru_folio_cycles % LRU_FOLIO == 0, "{e:?}");
         // Before per-VMA locks nothing falls back: everything takes mmap_lock.
         let old = faulted(1, 16, |p| p.kernel = Kernel::Linux(6, 3));
         assert_eq!((old.stats.vma_lock.aborts, old.stats.vma_lock.retries), (0, 0));
