@@ -712,7 +712,7 @@ fn estimates_used(
         for k in tlbkit_sim::sim::KERNEL_ESTIMATES {
             let cycles = metrics.get(k.metric).copied().unwrap_or(0.0);
             if total > 0.0 && cycles / total >= ESTIMATE_SHARE {
-                name_it(format!("kernel: {}", k.name), k.why);
+                name_it(format!("kernel: {} ({} cycles)", k.name, k.cycles), k.why);
             }
         }
     }

@@ -118,8 +118,10 @@ const BW_WINDOWS: usize = 1024;
 /// time in it.
 #[derive(Clone, Copy, Debug)]
 pub struct KernelEstimate {
-    /// What it is, and its value.
+    /// What it is.
     pub name: &'static str,
+    /// Its value, in cycles.
+    pub cycles: u64,
     /// The run metric that gives the cycles spent in it ([`super::EstimatedCycles`]).
     pub metric: &'static str,
     /// Where it comes from.
@@ -129,18 +131,21 @@ pub struct KernelEstimate {
 /// The kernel's software costs that rest on estimates (`docs/costs/kernel.md`).
 pub const KERNEL_ESTIMATES: &[KernelEstimate] = &[
     KernelEstimate {
-        name: "zone-lock hold per page (60 cycles)",
+        name: "zone-lock hold per page",
+        cycles: ZONE_PAGE,
         metric: "zone_page_cycles",
         why: "a buddy list's link or unlink and counter updates on lines the holder mostly has, tens of instructions \
               (__rmqueue_smallest, __free_one_page); not measured",
     },
     KernelEstimate {
-        name: "LRU-lock hold per folio (40 cycles)",
+        name: "LRU-lock hold per folio",
+        cycles: LRU_FOLIO,
         metric: "lru_folio_cycles",
         why: "lruvec_add_folio / lruvec_del_folio: list links, the LRU flag, the size counters; not measured",
     },
     KernelEstimate {
-        name: "a further walk of the VMA tree (80 cycles)",
+        name: "a further walk of the VMA tree",
+        cycles: VMA_WALK,
         metric: "vma_walk_cycles",
         why: "mas_walk of a small process's two-level maple tree held in the L1, a few dependent loads and \
               compares a level; not measured",
