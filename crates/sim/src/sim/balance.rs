@@ -33,7 +33,11 @@
 //!   `busy_factor`, a CPU pulls one task from the busiest CPU of its cache
 //!   domain when that one runs at least two more tasks and more than
 //!   `imbalance_pct` percent of its own (`find_busiest_group`'s test, loads
-//!   in tasks). The socket and machine levels are left to the idle paths.
+//!   in tasks); and at the socket (groups: its cache domains) and the machine
+//!   (groups: the nodes), the first CPU of a group with no idle CPU pulls one
+//!   task from the busiest group's busiest CPU when that group's average load
+//!   passes its own by more than `imbalance_pct`, its own is below the level's
+//!   average and the imbalance is a whole task (`upper_balance`).
 //! - A domain's balance interval is its weight in milliseconds (`sd_init`:
 //!   `balance_interval = sd_weight`; the doubling on failure not modelled).
 //! - `can_migrate_task`: never a task bound to its CPU, nor the running one;
@@ -188,20 +192,104 @@ impl Sim {
         if now >= self.scheduler.cpu(cpu).next_balance() {
             let at = now + interval * self.scheduler.tun().busy_factor;
             self.scheduler.cpu_mut(cpu).balance_next_at(at);
-            let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else { return };
-            let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
-            if 100 * b <= self.scheduler.tun().imbalance_pct * l || b < l + 2 {
+            if self.llc_balance(cpu, own, now) {
                 return;
             }
-            let hot_ok = self.scheduler.cpu(cpu).balance_failed();
-            match self.scheduler.task_to_move(src, cpu, now, hot_ok) {
-                Some(at) => {
-                    self.scheduler.cpu_mut(cpu).set_balance_failed(false);
-                    if let Some(tid) = self.scheduler.detach(src, at, cpu) {
-                        self.enqueue(tid, cpu, now, cpu);
-                    }
+        }
+        self.upper_balance(cpu, now);
+    }
+
+    /// The periodic balance of busy `cpu`'s cache domain `own`: one task
+    /// from its busiest CPU when that runs at least two more tasks and more
+    /// than `imbalance_pct` percent of this one's. Returns whether it moved one.
+    fn llc_balance(&mut self, cpu: usize, own: usize, now: u64) -> bool {
+        let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else { return false };
+        let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
+        if 100 * b <= self.scheduler.tun().imbalance_pct * l || b < l + 2 {
+            return false;
+        }
+        self.pull_from(src, cpu, now)
+    }
+
+    /// Moves a task balancing may move from `src`'s queue to busy `cpu`'s
+    /// (a cache-hot one only after a balance found nothing else); returns
+    /// whether it moved one.
+    fn pull_from(&mut self, src: usize, cpu: usize, now: u64) -> bool {
+        let hot_ok = self.scheduler.cpu(cpu).balance_failed();
+        match self.scheduler.task_to_move(src, cpu, now, hot_ok) {
+            Some(at) => {
+                self.scheduler.cpu_mut(cpu).set_balance_failed(false);
+                if let Some(tid) = self.scheduler.detach(src, at, cpu) {
+                    self.enqueue(tid, cpu, now, cpu);
                 }
-                None => self.scheduler.cpu_mut(cpu).set_balance_failed(true),
+                true
+            }
+            None => {
+                self.scheduler.cpu_mut(cpu).set_balance_failed(true);
+                false
+            }
+        }
+    }
+
+    /// The periodic balance of busy `cpu`'s domains above its cache domain at
+    /// its tick (`rebalance_domains`, `load_balance`): its socket, whose
+    /// groups are its cache domains, then the machine, whose groups are the
+    /// nodes, each every `busy_factor` times its weight in milliseconds. Only
+    /// the first CPU of a group with no idle CPU balances for it
+    /// (`should_we_balance`; an idle CPU's balance is the idle paths'). The
+    /// busiest other group (the highest average load, 1024 a task over 1024 a
+    /// CPU) gives up a task when it is busier than the group by more than
+    /// `imbalance_pct`, the group is below the level's average, and the
+    /// imbalance (`calculate_imbalance`'s `migrate_load`: the lesser of the
+    /// busiest's excess over the average and the group's shortfall, times
+    /// their CPUs) is a whole task (half of one after a balance that found
+    /// only cache-hot tasks); the task comes from the busiest group's busiest
+    /// CPU. One task a balance, as at the cache domain.
+    fn upper_balance(&mut self, cpu: usize, now: u64) {
+        let cps = self.m.cores_per_socket.max(1);
+        let n = self.scheduler.ncpus();
+        for level in 0..2 {
+            let groups: Vec<std::ops::Range<usize>> = if level == 0 {
+                let own = self.llc_socket(self.scheduler.cpu(cpu).llc() as usize);
+                (0..self.scheduler.nllcs())
+                    .filter(|&l| self.llc_socket(l) == own)
+                    .map(|l| self.scheduler.llc_cpus(l))
+                    .collect()
+            } else {
+                (0..n.div_ceil(cps)).map(|s| s * cps..((s + 1) * cps).min(n)).collect()
+            };
+            if groups.len() < 2 || now < self.scheduler.cpu(cpu).next_balance_up(level) {
+                continue;
+            }
+            let weight = groups.iter().map(|g| g.len() as u64).sum::<u64>();
+            let t = *self.scheduler.tun();
+            self.scheduler.cpu_mut(cpu).balance_up_next_at(level, now + t.ms * weight * t.busy_factor);
+            let Some(local) = groups.iter().position(|g| g.contains(&cpu)) else { continue };
+            if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
+                continue;
+            }
+            let tasks =
+                |g: &std::ops::Range<usize>| g.clone().map(|c| u64::from(self.scheduler.load_of(c))).sum::<u64>();
+            let avg = |g: &std::ops::Range<usize>| tasks(g) * 1024 / g.len().max(1) as u64;
+            let level_avg = groups.iter().map(tasks).sum::<u64>() * 1024 / weight.max(1);
+            let Some(b) = (0..groups.len()).filter(|&i| i != local).max_by_key(|&i| (avg(&groups[i]), Reverse(i)))
+            else {
+                continue;
+            };
+            let (la, ba) = (avg(&groups[local]), avg(&groups[b]));
+            if ba <= la || la >= level_avg || 100 * ba <= t.imbalance_pct * la {
+                continue;
+            }
+            let excess = (ba - level_avg) * groups[b].len() as u64;
+            let short = (level_avg - la) * groups[local].len() as u64;
+            let hot_ok = self.scheduler.cpu(cpu).balance_failed();
+            let whole = if hot_ok { 512 } else { 1024 };
+            if excess.min(short) < whole {
+                continue;
+            }
+            let Some(src) = self.scheduler.busiest(cpu, groups[b].clone()) else { continue };
+            if self.pull_from(src, cpu, now) {
+                return;
             }
         }
     }

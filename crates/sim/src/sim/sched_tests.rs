@@ -396,3 +396,41 @@ fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
     set_loads(&mut sim, &loads);
     assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 21);
 }
+
+#[test]
+fn a_busy_node_takes_a_task_from_a_busier_one_at_its_balance() {
+    // icx8336c with SMT off, v6.1: nodes of 32 CPUs. Node 0 runs two tasks a
+    // CPU, node 1 one: node 1's first CPU, busy, balances the machine level
+    // and pulls one task from node 0; node 1's second CPU does not balance
+    // for it (`should_we_balance`), nor does a node with an idle CPU.
+    let setup = |idle_in_node1: bool| {
+        let mut sim = x86("icx8336c", 64, Some(false));
+        let mm = sim.new_mm().unwrap();
+        for cpu in 0..64 {
+            let n = if cpu < 32 { 2 } else { u32::from(!(idle_in_node1 && cpu == 40)) };
+            for _ in 0..n {
+                let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
+                sim.enqueue_new(t, cpu, 0, cpu);
+            }
+        }
+        sim
+    };
+    let now = 10_000_000_000;
+    let mut sim = setup(false);
+    let load = |sim: &Sim| (0..64).map(|c| sim.scheduler.load_of(c)).sum::<u32>();
+    let before: Vec<u32> = (0..64).map(|c| sim.scheduler.load_of(c)).collect();
+    sim.tick_balance(33, now);
+    assert_eq!((0..64).map(|c| sim.scheduler.load_of(c)).collect::<Vec<_>>(), before, "not the group's first CPU");
+    sim.tick_balance(32, now);
+    assert_eq!(sim.scheduler.load_of(32), 2, "node 1's first CPU pulled a task");
+    assert_eq!((0..32).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 63);
+    assert_eq!(load(&sim), 96);
+    // Not again before its interval (64 ms times busy_factor).
+    sim.tick_balance(32, now + 1);
+    assert_eq!(sim.scheduler.load_of(32), 2);
+    // A node with an idle CPU leaves the balance to the idle paths (which
+    // here hand CPU 32's queued task to idle CPU 40): node 0 keeps its tasks.
+    let mut sim = setup(true);
+    sim.tick_balance(32, now);
+    assert_eq!((0..32).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 64);
+}

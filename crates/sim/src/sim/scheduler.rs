@@ -102,6 +102,9 @@ pub(super) struct CpuSched {
     llc: u32,
     /// When this busy CPU next balances its cache domain.
     next_balance: u64,
+    /// When it next balances its socket's cache domains and the machine's
+    /// nodes (`sim/balance.rs`, `upper_balance`).
+    next_balance_up: [u64; 2],
     /// When this CPU, overloaded, next kicks an idle one to pull from it.
     next_kick: u64,
     /// Its record for newly idle balancing (`sim/balance.rs`).
@@ -256,6 +259,19 @@ impl CpuSched {
         self.next_balance = at;
     }
 
+    /// Returns when it next balances upper level `level` (0: its socket's
+    /// cache domains, 1: the machine's nodes).
+    #[inline]
+    pub(super) fn next_balance_up(&self, level: usize) -> u64 {
+        self.next_balance_up[level]
+    }
+
+    /// It balanced upper level `level`: the next is due at `at`.
+    #[inline]
+    pub(super) fn balance_up_next_at(&mut self, level: usize, at: u64) {
+        self.next_balance_up[level] = at;
+    }
+
     /// Its balance found a task to move (`false`) or only cache-hot ones (`true`).
     #[inline]
     pub(super) fn set_balance_failed(&mut self, failed: bool) {
@@ -332,6 +348,7 @@ impl Scheduler {
             buddies: cfs::Buddies::default(),
             llc: llc as u32,
             next_balance: 0,
+            next_balance_up: [0; 2],
             next_kick: 0,
             newidle: NewIdle::new(self.tun.migration_cost),
             balance_failed: false,
