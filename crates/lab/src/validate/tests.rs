@@ -97,6 +97,19 @@ fn t1_results() -> Results {
     ])
 }
 
+/// [`t1_results`] with every run lasting 1 ms and `set` giving each, by its
+/// CPUs, more of its metrics.
+fn t1_results_with(e: &[&Entry], set: impl Fn(usize, &mut BTreeMap<String, f64>)) -> Results {
+    let mut r = t1_results();
+    for s in plan(e, 1).unwrap() {
+        if let Some(Ok(m)) = r.get_mut(&s.command()) {
+            m.insert("sim_time_ns".into(), 1e6);
+            set(s.cpus, m);
+        }
+    }
+    r
+}
+
 #[test]
 fn the_shipped_corpus_loads_and_every_entry_is_judged_or_says_why_not() {
     let c = Corpus::shipped().unwrap();
@@ -222,17 +235,13 @@ fn a_simulated_figure_is_the_mean_of_its_runs_over_the_seeds() {
 fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_comes_from() {
     let c = corpus(ENTRY).unwrap();
     let e = c.select(Some("t1")).unwrap();
-    let mut r = t1_results();
     // Every run switched contexts, and milan's switch_path is an estimate;
     // only at 2 tasks do the switches take 1% of the CPU time (n CPUs for 1 ms
     // at 2.45 GHz are n x 2.45 M cycles: 16 switches of 3,200 cycles on 2 are
     // 1.04%, 7.5 per CPU elsewhere 0.98%).
-    for s in plan(&e, 1).unwrap() {
-        if let Some(Ok(m)) = r.get_mut(&s.command()) {
-            m.insert("sim_time_ns".into(), 1e6);
-            m.insert("context_switches".into(), if s.cpus == 2 { 16.0 } else { 7.5 * s.cpus as f64 });
-        }
-    }
+    let r = t1_results_with(&e, |cpus, m| {
+        m.insert("context_switches".into(), if cpus == 2 { 16.0 } else { 7.5 * cpus as f64 });
+    });
     let j = &judge_all(&e, &r, 1)[0];
     let named: Vec<&[String]> = j.rows.iter().take(3).map(|r| r.estimates.as_slice()).collect();
     assert_eq!(named[0], [] as [String; 0]);
@@ -257,15 +266,11 @@ fn a_row_whose_runs_used_an_estimated_cost_names_it_and_the_entry_says_where_it_
 fn a_row_whose_runs_spent_1_percent_in_a_kernel_estimate_names_it() {
     let c = corpus(ENTRY).unwrap();
     let e = c.select(Some("t1")).unwrap();
-    let mut r = t1_results();
     // 1 ms on n CPUs at 2.45 GHz is n x 2.45 M cycles: 50,000 cycles of zone
     // lock holds on 1 CPU are 2.04%, on 2 1.02%, on 4 0.51%.
-    for s in plan(&e, 1).unwrap() {
-        if let Some(Ok(m)) = r.get_mut(&s.command()) {
-            m.insert("sim_time_ns".into(), 1e6);
-            m.insert("zone_page_cycles".into(), 50_000.0);
-        }
-    }
+    let r = t1_results_with(&e, |_, m| {
+        m.insert("zone_page_cycles".into(), 50_000.0);
+    });
     let j = &judge_all(&e, &r, 1)[0];
     let zone = ["kernel: zone-lock hold per page (60 cycles)".to_string()];
     assert_eq!(j.rows[0].estimates, zone);
