@@ -612,7 +612,7 @@ const HUGE_PAGES_FROM_CPUS: usize = 1024;
 /// Returns the cache (LLC) domains of `n` CPUs, sockets of `cores_per_socket`
 /// split into domains of `cores_per_ccx` (a socket's last may be smaller):
 /// each domain's first CPU and one past its last.
-fn llc_domains(n: usize, cores_per_socket: usize, cores_per_ccx: usize) -> Vec<(u32, u32)> {
+pub(crate) fn llc_domains(n: usize, cores_per_socket: usize, cores_per_ccx: usize) -> Vec<(u32, u32)> {
     let cps = cores_per_socket.max(1);
     let ccx = cores_per_ccx.clamp(1, cps);
     let mut v = Vec::new();

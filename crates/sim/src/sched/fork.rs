@@ -194,7 +194,7 @@ impl ForkDomains {
         if self.child_span(Level::Llc, llc.start, llcs).len() < llc.len() {
             v.push(Level::Llc);
         }
-        if self.core(cpu).len() > 1 {
+        if self.core(cpu).count() > 1 {
             v.push(Level::Core);
         }
         v
@@ -207,7 +207,7 @@ impl ForkDomains {
             Level::Machine => (0..self.ncpus).collect(),
             Level::Node => self.node_span(cpu).collect(),
             Level::Llc => llc_span(llcs, cpu).collect(),
-            Level::Core => self.core(cpu),
+            Level::Core => self.core(cpu).collect(),
         };
         let at = span.iter().position(|&c| c == cpu).unwrap_or(0);
         let mut covered = vec![false; self.ncpus];
@@ -233,7 +233,7 @@ impl ForkDomains {
             Level::Node => llc_span(llcs, cpu).collect(),
             Level::Llc if self.threads > 1 => {
                 let llc = llc_span(llcs, cpu);
-                self.core(cpu).into_iter().filter(|c| llc.contains(c)).collect()
+                self.core(cpu).filter(|c| llc.contains(c)).collect()
             }
             Level::Llc | Level::Core => vec![cpu],
         }
@@ -251,10 +251,10 @@ impl ForkDomains {
     }
 
     /// Returns the hardware threads of `cpu`'s core, in CPU order.
-    pub fn core(&self, cpu: usize) -> Vec<usize> {
-        let cores = self.per_node / self.threads;
+    pub fn core(&self, cpu: usize) -> impl Iterator<Item = usize> {
+        let (ncpus, cores) = (self.ncpus, self.per_node / self.threads);
         let (base, core) = (cpu / self.per_node * self.per_node, cpu % self.per_node % cores);
-        (0..self.threads).map(|k| base + k * cores + core).filter(|&c| c < self.ncpus).collect()
+        (0..self.threads).map(move |k| base + k * cores + core).filter(move |&c| c < ncpus)
     }
 
     /// `find_idlest_group`: the group other than the first (the local one)

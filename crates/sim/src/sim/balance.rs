@@ -249,6 +249,9 @@ impl Sim {
         let cps = self.m.cores_per_socket.max(1);
         let n = self.scheduler.ncpus();
         for level in 0..2 {
+            if now < self.scheduler.cpu(cpu).next_balance_up(level) {
+                continue;
+            }
             let groups: Vec<std::ops::Range<usize>> = if level == 0 {
                 let own = self.llc_socket(self.scheduler.cpu(cpu).llc() as usize);
                 (0..self.scheduler.nllcs())
@@ -258,12 +261,12 @@ impl Sim {
             } else {
                 (0..n.div_ceil(cps)).map(|s| s * cps..((s + 1) * cps).min(n)).collect()
             };
-            if groups.len() < 2 || now < self.scheduler.cpu(cpu).next_balance_up(level) {
-                continue;
-            }
             let weight = groups.iter().map(|g| g.len() as u64).sum::<u64>();
             let t = *self.scheduler.tun();
             self.scheduler.cpu_mut(cpu).balance_up_next_at(level, now + t.ms * weight * t.busy_factor);
+            if groups.len() < 2 {
+                continue;
+            }
             let Some(local) = groups.iter().position(|g| g.contains(&cpu)) else { continue };
             if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
                 continue;

@@ -796,7 +796,7 @@ impl Scheduler {
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
         let mut scan = (target + 1..hi).chain(lo..target);
         if let Some(d) = self.fork.as_ref().filter(|d| d.smt()) {
-            let idle_core = |c: usize| d.core(c).iter().all(|&x| x >= hi || x < lo || self.idle(x));
+            let idle_core = |c: usize| d.core(c).all(|x| x >= hi || x < lo || self.idle(x));
             if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
                 return c;
             }

@@ -1,16 +1,5 @@
 use super::*;
-
-/// Cache domains of `n` CPUs, `per_llc` each within nodes of `per_node`.
-fn llcs(n: usize, per_node: usize, per_llc: usize) -> Vec<(u32, u32)> {
-    let mut v = Vec::new();
-    let mut start = 0;
-    while start < n {
-        let end = (start + per_llc).min((start / per_node + 1) * per_node).min(n);
-        v.push((start as u32, end as u32));
-        start = end;
-    }
-    v
-}
+use crate::sim::llc_domains as llcs;
 
 #[test]
 fn imb_numa_nr_is_an_eighth_of_a_single_cache_package_times_the_nodes() {
