@@ -498,6 +498,14 @@ impl Kernel {
         }
     }
 
+    /// Returns whether EEVDF delays a sleeping task's dequeue while it is not
+    /// eligible (DELAY_DEQUEUE, `sim/scheduler/delayed.rs`): Linux from v6.12
+    /// (152e11f6df29 "sched/fair: Implement delayed dequeue"); `--set
+    /// delay_dequeue` overrides it.
+    pub fn delay_dequeue(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 12))
+    }
+
     /// Returns whether x86 page-table isolation is on by default on a CPU
     /// affected by Meltdown: Linux from v4.15 (aa8c6248f8c7 "x86/mm/pti: Add
     /// infrastructure for page table isolation"; `pti_check_boottime_disable`

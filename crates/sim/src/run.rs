@@ -423,6 +423,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
             pte_needs_flush: mp.mm.pte_needs_flush,
             ttwu_queue: mp.wake.ttwu_queue,
             last_buddy: mp.wake.last_buddy,
+            delay_dequeue: mp.wake.delay_dequeue,
             kswapd: mp.mm.kswapd,
         },
         noise: mp.noise,
@@ -553,6 +554,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     }
     if let Some(on) = mp.wake.last_buddy {
         pv.insert("last_buddy".into(), word(on));
+    }
+    if let Some(on) = mp.wake.delay_dequeue {
+        pv.insert("delay_dequeue".into(), word(on));
     }
     if let Some(on) = mp.mm.kswapd {
         pv.insert("kswapd".into(), word(on));

@@ -247,6 +247,13 @@ pub struct KernelChoices {
     /// `sched/cfs.rs`) or not (`Some(false)`: `NO_LAST_BUDDY` in
     /// `sched_features`). CFS runs only.
     pub last_buddy: Option<bool>,
+    /// Whether EEVDF leaves a task that sleeps while not eligible queued
+    /// until a pick or its wake-up (`Some(true)`: DELAY_DEQUEUE,
+    /// `sim/scheduler/delayed.rs`) or dequeues it at once (`Some(false)`:
+    /// `NO_DELAY_DEQUEUE` in `sched_features`); `None`: as the preset's
+    /// kernel does ([`crate::preset::Kernel::delay_dequeue`], v6.12 on).
+    /// EEVDF runs only.
+    pub delay_dequeue: Option<bool>,
     /// Whether a workload whose pressure is the machine's memory
     /// ([`Sim::set_machine_memory`]) runs it as NUMA nodes' memory with their
     /// watermarks and a `kswapd` thread each (`Some(true)` or `None`, Linux
@@ -648,6 +655,7 @@ impl Sim {
         let kernel_choices = cfg.kernel;
         let tun = Tunables {
             last_buddy: cfg.kernel.last_buddy != Some(false),
+            delay_dequeue: cfg.kernel.delay_dequeue.unwrap_or(cfg.preset.kernel.delay_dequeue()),
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

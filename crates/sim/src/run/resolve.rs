@@ -78,6 +78,8 @@ pub(super) struct WakeSwitches {
     pub(super) ttwu_queue: Option<bool>,
     /// `--set last_buddy`, if given.
     pub(super) last_buddy: Option<bool>,
+    /// `--set delay_dequeue`, if given.
+    pub(super) delay_dequeue: Option<bool>,
 }
 
 /// The switches of the kernel's memory management: swap, reclaim's and
@@ -216,7 +218,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         teardown_set: false,
         noise: true,
         smt: None,
-        wake: WakeSwitches { cpuidle: true, ttwu_queue: None, last_buddy: None },
+        wake: WakeSwitches { cpuidle: true, ttwu_queue: None, last_buddy: None, delay_dequeue: None },
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();

@@ -303,6 +303,19 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "delay_dequeue",
+        doc: "on|off: Linux machines only, under EEVDF (kernels from v6.6, or sched=eevdf); a task that goes to \
+         sleep while not eligible stays queued, asleep, until a pick completes its dequeue or its wake-up finds it \
+         there and runs it in place, with no choice of CPU (default: the kernel's, on from v6.12: DELAY_DEQUEUE; \
+         off: NO_DELAY_DEQUEUE in sched_features, every sleeping task dequeued at once)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose scheduler has no delayed dequeue")?;
+            s.mp.wake.delay_dequeue = Some(s.on_off()?);
+            Ok(())
+        },
+    },
+    Switch {
         key: "kswapd",
         doc: "on|off: Linux machines only; a workload whose memory pressure is the machine's (vm-scalability's \
          lru-file-mmap-read and swap cases) runs it as each NUMA node's memory with its min, low and high \

@@ -21,9 +21,14 @@
 //!   `(load + w) / load` so that adding it leaves `V` where it was, with a
 //!   deadline one slice on (half a slice for a new task, PLACE_DEADLINE_INITIAL).
 //!
-//! Not modelled: DELAY_DEQUEUE (v6.12: a sleeping task with negative lag
-//! stays queued until it is eligible), PREEMPT_SHORT (v6.12; nothing to do
-//! while every task has the base slice), custom slices (`sched_attr`).
+//! - Delayed dequeue (DELAY_DEQUEUE with DELAY_ZERO, v6.12, where
+//!   [`Tunables::delay_dequeue`] says): a task that goes to sleep while not
+//!   eligible stays queued, asleep, until a pick takes it off (with its lag, a
+//!   positive one cut to zero) or its wake-up finds it there
+//!   (`sim/scheduler/delayed.rs`).
+//!
+//! Not modelled: PREEMPT_SHORT (v6.12; nothing to do while every task has the
+//! base slice), custom slices (`sched_attr`).
 
 use super::{calc_delta_fair, Entity, RunQueue, Tunables};
 

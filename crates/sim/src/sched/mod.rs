@@ -17,12 +17,10 @@
 //! arithmetic takes any weight), virtual runtime, the classes' pick, placement
 //! and preemption rules, and the kernel's default tunables scaled as
 //! `sysctl_sched_tunable_scaling = SCHED_TUNABLESCALING_LOG` scales them
-//! ([`Tunables`]). Not modelled: task groups (cgroups, autogroup), PELT load
-//! tracking (loads are counts of runnable tasks), the buddies (CFS's
-//! LAST_BUDDY, NEXT_BUDDY), `sched_yield`'s skip buddy beyond "another runs
-//! first", EEVDF's later refinements (DELAY_DEQUEUE and PREEMPT_SHORT from
-//! v6.12, which change nothing between equal-slice tasks for PREEMPT_SHORT),
-//! real-time classes, and `hrtick` (preemption is checked at the 1 ms tick and
+//! ([`Tunables`]); CFS's buddies are [`cfs`]'s, EEVDF's delayed dequeue
+//! [`eevdf`]'s. Not modelled: task groups (cgroups, autogroup), PELT load
+//! tracking (loads are counts of runnable tasks), EEVDF's PREEMPT_SHORT
+//! (v6.12: nothing to do between equal-slice tasks), real-time classes, and `hrtick` (preemption is checked at the 1 ms tick and
 //! at wake-ups, as with `HZ` = 1000 and `HRTICK` off).
 
 pub mod cfs;
@@ -127,6 +125,9 @@ pub struct Tunables {
     /// CFS's LAST_BUDDY feature (`sched/cfs.rs`): on unless `--set
     /// last_buddy=off`.
     pub last_buddy: bool,
+    /// EEVDF's DELAY_DEQUEUE (v6.12, [`eevdf`]): the kernel's, unless `--set
+    /// delay_dequeue` says otherwise; off in [`Tunables::new`].
+    pub delay_dequeue: bool,
 }
 
 impl Tunables {
@@ -158,6 +159,7 @@ impl Tunables {
             busy_factor: if new_kernel { 16 } else { 32 },
             affine_prev_idle: new_kernel,
             last_buddy: true,
+            delay_dequeue: false,
         }
     }
 }
@@ -195,6 +197,10 @@ pub struct Entity {
     pub flip_decay: u64,
     /// The task it woke last (`u32::MAX`: none).
     pub last_wakee: u32,
+    /// EEVDF DELAY_DEQUEUE (`sched_delayed`): it went to sleep while not
+    /// eligible and stays queued, asleep, until a pick or a wake-up
+    /// ([`eevdf`]'s module docs).
+    pub delayed: bool,
 }
 
 impl Default for Entity {
@@ -209,6 +215,7 @@ impl Default for Entity {
             wakee_flips: 0,
             flip_decay: 0,
             last_wakee: u32::MAX,
+            delayed: false,
         }
     }
 }
@@ -229,7 +236,8 @@ impl Entity {
     /// Returns the queue entry for this entity as task `tid`.
     #[inline]
     pub fn queued(&self, tid: usize, pinned: bool) -> Queued {
-        Queued { key: self.vruntime, deadline: self.deadline, tid: tid as u32, weight: self.weight, pinned }
+        let (key, deadline, weight, delayed) = (self.vruntime, self.deadline, self.weight, self.delayed);
+        Queued { key, deadline, tid: tid as u32, weight, pinned, delayed }
     }
 
     /// `record_wakee`: this task woke `wakee` at `now` (`hz`: cycles in a

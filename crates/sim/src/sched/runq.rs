@@ -25,6 +25,9 @@ pub struct Queued {
     pub weight: u32,
     /// Bound to this CPU (`CloneOn`): balancing leaves it.
     pub pinned: bool,
+    /// Asleep, its dequeue delayed (EEVDF DELAY_DEQUEUE): a pick takes it
+    /// off the queue instead of running it.
+    pub delayed: bool,
 }
 
 /// Where every queue's `min_vruntime` starts: far from both ends of `u64`, so
@@ -155,7 +158,7 @@ mod tests {
     use super::*;
 
     fn q(key: u64, tid: u32) -> Queued {
-        Queued { key, deadline: 0, tid, weight: 1024, pinned: tid == 9 }
+        Queued { key, deadline: 0, tid, weight: 1024, pinned: tid == 9, delayed: false }
     }
 
     #[test]

@@ -40,7 +40,10 @@
 //!   average and the imbalance is a whole task (`upper_balance`).
 //! - A domain's balance interval is its weight in milliseconds (`sd_init`:
 //!   `balance_interval = sd_weight`; the doubling on failure not modelled).
-//! - `can_migrate_task`: never a task bound to its CPU, nor the running one;
+//! - `can_migrate_task`: never a task bound to its CPU, nor the running one,
+//!   nor one whose dequeue is delayed (EEVDF, `sim/scheduler/delayed.rs`)
+//!   unless the balance migrates load (`migrate_load`: the busy CPUs'
+//!   balances; an idle CPU's pull is `migrate_task` or `migrate_util`);
 //!   not a cache-hot one (`task_hot`: it ran within `sysctl_sched_migration_cost`,
 //!   or, under CFS, it is a next or last buddy and the pulling CPU runs something),
 //!   unless the busy balance found only hot ones the time before
@@ -148,7 +151,7 @@ impl Sim {
             t += self.newidle_scan(cpu, level);
             let mut pulled = None;
             if let Some(src) = self.newidle_source(cpu, level) {
-                if let Some(at) = self.scheduler.task_to_move(src, cpu, t, false) {
+                if let Some(at) = self.scheduler.task_to_move(src, cpu, t, false, false) {
                     pulled = self.scheduler.detach(src, at, cpu);
                     t += 2 * self.m.transfer_cost(src, cpu);
                 }
@@ -180,7 +183,7 @@ impl Sim {
                     .and_then(|l| self.scheduler.llc_cpus(l).find(|&c| self.scheduler.idle(c)))
             };
             if let Some(dst) = idle {
-                if let Some(at) = self.scheduler.task_to_move(cpu, dst, now, false) {
+                if let Some(at) = self.scheduler.task_to_move(cpu, dst, now, false, false) {
                     // The idle CPU takes the task from this one's queue.
                     let t = now + 2 * self.m.transfer_cost(cpu, dst);
                     if let Some(tid) = self.scheduler.detach(cpu, at, dst) {
@@ -216,11 +219,13 @@ impl Sim {
     /// whether it moved one.
     fn pull_from(&mut self, src: usize, cpu: usize, now: u64) -> bool {
         let hot_ok = self.scheduler.cpu(cpu).balance_failed();
-        match self.scheduler.task_to_move(src, cpu, now, hot_ok) {
+        match self.scheduler.task_to_move(src, cpu, now, hot_ok, true) {
             Some(at) => {
                 self.scheduler.cpu_mut(cpu).set_balance_failed(false);
-                if let Some(tid) = self.scheduler.detach(src, at, cpu) {
-                    self.enqueue(tid, cpu, now, cpu);
+                match self.scheduler.detach(src, at, cpu) {
+                    Some(tid) if self.scheduler.is_delayed(tid) => self.scheduler.attach_delayed(cpu, tid),
+                    Some(tid) => self.enqueue(tid, cpu, now, cpu),
+                    None => {}
                 }
                 true
             }

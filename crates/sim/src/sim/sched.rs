@@ -34,6 +34,11 @@
 //!   A thread bound to a CPU (`CloneOn`) stays there; with `migration=off`
 //!   every thread wakes on its previous CPU. Pipe wake-ups are sync, as
 //!   `pipe_write`'s and `pipe_read`'s `wake_up_interruptible_sync_poll`.
+//! - EEVDF's delayed dequeue (v6.12, `--set delay_dequeue`,
+//!   `sim/scheduler/delayed.rs`): a thread that went to sleep while not
+//!   eligible may still be queued when it is woken (`ttwu_runnable`); it
+//!   then runs where it is queued, with no choice of CPU and no wake list,
+//!   the waker paying the queue's lock line and the preemption check.
 //! - The woken thread is placed in the queue by the class's rule and may
 //!   preempt the running thread (`check_preempt_wakeup`): a reschedule, taken
 //!   at the target CPU's next event (an operation is atomic), signalled by a
@@ -76,6 +81,13 @@ impl Sim {
     /// whether it preempts the thread running there.
     pub(super) fn enqueue(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
         self.scheduler.queue_runnable(cpu, tid);
+        self.queued(tid, cpu, now, from);
+    }
+
+    /// After `tid` became runnable on `cpu`'s queue at `now`, made so from
+    /// `from`: wakes `cpu` if it is idle, or checks whether `tid` preempts the
+    /// thread running there.
+    fn queued(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
         if self.scheduler.cpu(cpu).cur().is_none() && !self.scheduler.cpu(cpu).armed() {
             let mut t = now.max(self.scheduler.cpu(cpu).clock());
             if cpu != from {
@@ -118,6 +130,9 @@ impl Sim {
             self.enqueue(tid, cpu, now, from);
             return now;
         }
+        if self.scheduler.is_delayed(tid) {
+            return self.wake_delayed(tid, from, now);
+        }
         let prev = self.scheduler.thread(tid).cpu();
         if let Some(w) = self.scheduler.cpu(from).cur() {
             let hz = self.scheduler.tun().ms * 1000;
@@ -136,6 +151,23 @@ impl Sim {
         } else {
             self.enqueue(tid, cpu, now, from);
         }
+        if cpu != from {
+            now + self.m.transfer_cost(from, cpu)
+        } else {
+            now
+        }
+    }
+
+    /// `ttwu_runnable`: wakes `tid`, asleep but still queued (its dequeue
+    /// delayed, `sim/scheduler/delayed.rs`), from `from` at `now` where it is
+    /// queued: no choice of CPU and no wake list, the queue's lock taken
+    /// from `from` (a line transfer from another CPU) and the preemption
+    /// check made. Returns the waker's time after it.
+    fn wake_delayed(&mut self, tid: usize, from: usize, now: u64) -> u64 {
+        let cpu = self.scheduler.thread(tid).cpu();
+        self.scheduler.update_curr(cpu, now);
+        self.scheduler.requeue_delayed(tid);
+        self.queued(tid, cpu, now, from);
         if cpu != from {
             now + self.m.transfer_cost(from, cpu)
         } else {

@@ -244,13 +244,9 @@ fn a_pinned_task_is_never_pulled() {
     assert_eq!(sim.newidle_balance(1, 10 * sim.scheduler.tun().migration_cost).0, None);
 }
 
-/// Returns 40 CPUs of a Kunpeng 920 (cache domains of 32: CPUs 0 to 31 and
-/// 32 to 39) under CFS, a [`Spin`] running on one CPU and a [`Sleeper`]
-/// asleep, with `ttwu_queue`; and the spinner's CPU and the sleeper's id.
-fn busy_cpu_and_sleeper(ttwu_queue: Option<bool>) -> (Sim, usize, usize) {
-    let kernel = KernelChoices { ttwu_queue, ..KernelChoices::default() };
-    let cfg = SimConfig { sched: SchedKind::Cfs, kernel, ..SimConfig::quiet(preset::named("kunpeng920"), 40, 1) };
-    let mut sim = Sim::new(cfg, LinuxArm64::new(40, 16, 16, false).unwrap());
+/// Starts a [`Sleeper`] and a [`Spin`] on `sim` and runs it until the sleeper
+/// sleeps while the spinner runs; returns their ids.
+fn sleeper_under_spinner(sim: &mut Sim) -> (usize, usize) {
     let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     let spin = sim.spawn(Box::new(Spin { left: 1_000 })).unwrap();
     while sim.scheduler.thread(sleeper).state() != State::Blocked
@@ -258,6 +254,17 @@ fn busy_cpu_and_sleeper(ttwu_queue: Option<bool>) -> (Sim, usize, usize) {
     {
         assert!(sim.step(), "the sleeper never slept while the spinner ran");
     }
+    (sleeper, spin)
+}
+
+/// Returns 40 CPUs of a Kunpeng 920 (cache domains of 32: CPUs 0 to 31 and
+/// 32 to 39) under CFS, a [`Spin`] running on one CPU and a [`Sleeper`]
+/// asleep, with `ttwu_queue`; and the spinner's CPU and the sleeper's id.
+fn busy_cpu_and_sleeper(ttwu_queue: Option<bool>) -> (Sim, usize, usize) {
+    let kernel = KernelChoices { ttwu_queue, ..KernelChoices::default() };
+    let cfg = SimConfig { sched: SchedKind::Cfs, kernel, ..SimConfig::quiet(preset::named("kunpeng920"), 40, 1) };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(40, 16, 16, false).unwrap());
+    let (sleeper, spin) = sleeper_under_spinner(&mut sim);
     let busy = sim.scheduler.thread(spin).cpu();
     (sim, busy, sleeper)
 }
@@ -433,4 +440,81 @@ fn a_busy_node_takes_a_task_from_a_busier_one_at_its_balance() {
     let mut sim = setup(true);
     sim.tick_balance(32, now);
     assert_eq!((0..32).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 64);
+}
+
+/// Two CPUs of an Ampere Altra under EEVDF with `delay_dequeue`: a [`Spin`]
+/// runs on one and a [`Sleeper`] queued behind it there, a slice and more
+/// behind in virtual time, so that the spinner is past the queue's average
+/// (not eligible) when it is then made to sleep at `now`. Returns the
+/// simulator, the spinner's CPU, the other CPU (idle), the spinner, the
+/// sleeper and `now`.
+fn spinner_asleep_while_ahead(delay_dequeue: bool) -> (Sim, usize, usize, usize, usize, u64) {
+    let kernel = KernelChoices { delay_dequeue: Some(delay_dequeue), ..KernelChoices::default() };
+    let cfg = SimConfig {
+        sched: SchedKind::Eevdf,
+        migration: true,
+        max_events: 100_000,
+        kernel,
+        ..SimConfig::quiet(preset::named("altra"), 2, 1)
+    };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(2, 16, 16, false).unwrap());
+    let (sleeper, spin) = sleeper_under_spinner(&mut sim);
+    let c = sim.scheduler.thread(spin).cpu();
+    let other = 1 - c;
+    assert!(sim.scheduler.idle(other), "the other CPU is idle");
+    let now = sim.scheduler.cpu(c).clock();
+    sim.scheduler.update_curr(c, now);
+    sim.scheduler.place(sleeper, c, c, false);
+    let behind = sim.scheduler.thread(spin).se().vruntime - 4 * sim.scheduler.tun().base_slice;
+    sim.scheduler.thread_mut(sleeper).se_mut().vruntime = behind;
+    sim.enqueue(sleeper, c, now, c);
+    sim.scheduler.sleep(c, spin);
+    sim.schedule(c, Some(spin), now);
+    (sim, c, other, spin, sleeper, now)
+}
+
+#[test]
+fn eevdf_delays_the_dequeue_of_a_task_that_sleeps_ahead_and_wakes_it_where_it_is_queued() {
+    let (mut sim, c, other, spin, sleeper, now) = spinner_asleep_while_ahead(true);
+    assert!(sim.scheduler.is_delayed(spin), "not eligible when it slept: its dequeue is delayed");
+    assert_eq!(sim.scheduler.thread(spin).state(), State::Blocked);
+    assert_eq!(sim.scheduler.cpu(c).cur(), Some(sleeper), "the pick runs the eligible task");
+    let queued = sim.scheduler.cpu(c).runq().get(0).copied().expect("the sleeping spinner stays queued");
+    assert_eq!((queued.tid as usize, queued.delayed), (spin, true));
+    assert_eq!(sim.scheduler.load_of(c), 2, "counted in the CPU's load, as nr_running counts it");
+    // An idle CPU's pull (migrate_task) leaves a delayed task; a busy CPU's
+    // balance of load may move it.
+    assert_eq!(sim.scheduler.task_to_move(c, other, now, true, false), None);
+    assert_eq!(sim.scheduler.task_to_move(c, other, now, true, true), Some(0));
+    // Woken from the idle CPU: it runs where it is queued (ttwu_runnable), with
+    // no choice of CPU.
+    sim.wake(spin, other, now, false);
+    assert!(!sim.scheduler.is_delayed(spin));
+    assert_eq!(sim.scheduler.thread(spin).state(), State::Runnable);
+    assert_eq!(sim.scheduler.thread(spin).cpu(), c);
+    assert!(sim.scheduler.idle(other));
+    // Without DELAY_DEQUEUE it left the queue when it slept, and its wake-up
+    // goes to the idle CPU.
+    let (mut off, c, other, spin, _, now) = spinner_asleep_while_ahead(false);
+    assert!(!off.scheduler.is_delayed(spin));
+    assert_eq!(off.scheduler.load_of(c), 1);
+    off.wake(spin, other, now, false);
+    assert_eq!(off.scheduler.thread(spin).cpu(), other);
+}
+
+#[test]
+fn a_pick_that_finds_a_delayed_task_completes_its_dequeue_with_no_positive_lag() {
+    let (mut sim, c, _, spin, sleeper, now) = spinner_asleep_while_ahead(true);
+    assert!(sim.scheduler.is_delayed(spin) && sim.scheduler.load_of(c) == 2);
+    // The sleeper, which runs, sleeps too: the pick meets the delayed
+    // spinner, alone and so eligible, completes its dequeue and finds nothing.
+    sim.scheduler.sleep(c, sleeper);
+    sim.schedule(c, Some(sleeper), now + 1000);
+    assert!(!sim.scheduler.is_delayed(spin));
+    assert_eq!(sim.scheduler.thread(spin).state(), State::Blocked);
+    assert!(sim.scheduler.thread(spin).se().vlag <= 0, "DELAY_ZERO: no positive lag");
+    assert_eq!((sim.scheduler.cpu(c).cur(), sim.scheduler.load_of(c)), (None, 0), "the CPU goes idle");
+    use preset::Kernel;
+    assert!(Kernel::Linux(6, 12).delay_dequeue() && Kernel::Linux(6, 18).delay_dequeue());
+    assert!(!Kernel::Linux(6, 11).delay_dequeue() && !Kernel::FreeBsd(14).delay_dequeue());
 }

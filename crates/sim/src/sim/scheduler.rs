@@ -20,7 +20,9 @@
 //! - a thread's state and CPU change with the queues: it is `Running` on the
 //!   CPU whose running thread it is ([`Scheduler::run`]), `Runnable` where it
 //!   is queued ([`Scheduler::queue_runnable`]), and leaves its CPU `Blocked`
-//!   or `Dead` ([`Scheduler::block`], [`Scheduler::exit`]).
+//!   or `Dead` ([`Scheduler::block`], [`Scheduler::exit`]); a `Blocked`
+//!   thread whose dequeue EEVDF delays stays queued, asleep
+//!   (`sim/scheduler/delayed.rs`).
 //!
 //! Records: a thread ([`Thread`], `sim/scheduler/thread.rs`) and a CPU's
 //! scheduler state ([`CpuSched`]) own their fields. The paths reach one by id
@@ -29,6 +31,7 @@
 //! does: a thread's return value and left work, a CPU's event, clock, ticks,
 //! owed reschedule and balancing deadlines), never to write a field.
 
+mod delayed;
 mod thread;
 use super::balance::NewIdle;
 use crate::sched::fork::ForkDomains;
@@ -656,7 +659,14 @@ impl Scheduler {
             t.se.queued(tid, t.pinned)
         } else {
             self.fifo_seq += 1;
-            Queued { key: self.fifo_seq, deadline: 0, tid: tid as u32, weight: t.se.weight, pinned: t.pinned }
+            Queued {
+                key: self.fifo_seq,
+                deadline: 0,
+                tid: tid as u32,
+                weight: t.se.weight,
+                pinned: t.pinned,
+                delayed: false,
+            }
         };
         self.sched[cpu].runq.insert(e);
         self.loads[cpu] += 1;
@@ -831,14 +841,21 @@ impl Scheduler {
 
     /// The thread the fair class picks to run next on `cpu`, taken off the queue.
     pub(super) fn pick_next(&mut self, cpu: usize) -> Option<usize> {
-        let rq = &self.sched[cpu].runq;
-        let at = match self.tun.kind {
-            SchedKind::Fifo => 0,
-            SchedKind::Cfs => cfs::pick(rq, &self.sched[cpu].buddies, &self.tun),
-            SchedKind::Eevdf => match eevdf::pick(rq, None) {
-                eevdf::Pick::Queued(i) => i,
-                _ => return None,
-            },
+        let at = loop {
+            let rq = &self.sched[cpu].runq;
+            break match self.tun.kind {
+                SchedKind::Fifo => 0,
+                SchedKind::Cfs => cfs::pick(rq, &self.sched[cpu].buddies, &self.tun),
+                SchedKind::Eevdf => match eevdf::pick(rq, None) {
+                    // A delayed task's dequeue completes; pick again.
+                    eevdf::Pick::Queued(i) if rq.get(i).is_some_and(|e| e.delayed) => {
+                        self.finish_delayed(cpu, i);
+                        continue;
+                    }
+                    eevdf::Pick::Queued(i) => i,
+                    _ => return None,
+                },
+            };
         };
         self.unqueue(cpu, at)
     }
@@ -848,16 +865,15 @@ impl Scheduler {
     /// runtime up to `now`, EEVDF's lag, the queue's floor.
     pub(super) fn put_prev(&mut self, cpu: usize, prev: usize, now: u64) {
         let t = self.tun;
-        let rq = &mut self.sched[cpu].runq;
-        let th = &mut self.threads[prev];
-        if th.state == State::Runnable {
+        if self.threads[prev].state == State::Runnable {
             return;
         }
-        th.se.account(now);
-        if t.kind == SchedKind::Eevdf && th.state == State::Blocked {
-            eevdf::save_lag(rq, &mut th.se, &t);
+        self.threads[prev].se.account(now);
+        let blocked = self.threads[prev].state == State::Blocked;
+        if t.kind == SchedKind::Eevdf && blocked && !self.delay_dequeue(cpu, prev) {
+            eevdf::save_lag(&self.sched[cpu].runq, &mut self.threads[prev].se, &t);
         }
-        rq.update_min(None);
+        self.sched[cpu].runq.update_min(None);
     }
 
     /// Takes the last queued thread that is not pinned from the busiest other CPU.
@@ -883,12 +899,13 @@ impl Scheduler {
 
     /// Returns the position in `src`'s queue of the task a balance moves: of the
     /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
-    /// cache-hot (for a move to `dst`) unless `hot_ok`.
-    pub(super) fn task_to_move(&self, src: usize, dst: usize, now: u64, hot_ok: bool) -> Option<usize> {
+    /// cache-hot (for a move to `dst`) unless `hot_ok`, and not delayed
+    /// (`sched/delayed.rs`) unless the balance migrates load (`load`).
+    pub(super) fn task_to_move(&self, src: usize, dst: usize, now: u64, hot_ok: bool, load: bool) -> Option<usize> {
         let rq = &self.sched[src].runq;
         rq.iter()
             .enumerate()
-            .filter(|(_, e)| !e.pinned)
+            .filter(|(_, e)| !e.pinned && (load || !e.delayed))
             .take(NR_MIGRATE)
             .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, src, dst, now))
             .min_by_key(|(i, e)| (self.threads[e.tid as usize].se.exec_start, *i))
