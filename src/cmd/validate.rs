@@ -33,7 +33,8 @@ pub struct ValidateArgs {
     /// shipped with tlbkit.
     #[arg(long, value_name = "DIR")]
     corpus: Option<PathBuf>,
-    /// Run each figure's runs with seeds 1 to N and take each metric's mean.
+    /// Run each figure's runs with seeds 1 to N and take each metric's mean
+    /// (a corpus run that asks for more seeds takes that many).
     #[arg(long, value_name = "N", default_value_t = validate::DEFAULT_SEEDS)]
     seeds: u64,
     /// Simulate every run again, reading and writing no cache.

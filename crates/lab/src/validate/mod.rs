@@ -20,8 +20,9 @@
 //! rows and the summary against the accuracy targets; [`charts`] draws each
 //! curve, published against simulated.
 //!
-//! A simulated figure is the mean over seeds 1 to N ([`DEFAULT_SEEDS`]) of each
-//! run's metric: a seed draws the tick's phase and the IPI and wake-up
+//! A simulated figure is the mean over seeds 1 to N ([`DEFAULT_SEEDS`]), or
+//! to the run's own count where it asks for more ([`RunTemplate::seeds`]), of
+//! each run's metric: a seed draws the tick's phase and the IPI and wake-up
 //! latencies, and one draw can move a workload that turns on the order of
 //! wake-ups by several percent, as a single run on hardware can; a published
 //! figure is itself a mean of runs. Where the seeds' runs differ, a row also
@@ -133,6 +134,20 @@ pub struct RunTemplate {
     /// `--set` values.
     #[serde(default)]
     pub sets: Vec<String>,
+    /// The fewest seeds this run's metrics are the mean of (`--seeds` when it
+    /// asks for more): a figure that turns on the order of wake-ups
+    /// (hackbench's) comes from a distribution over seeds, whose spread its
+    /// row shows.
+    #[serde(default)]
+    pub seeds: Option<u64>,
+}
+
+impl RunTemplate {
+    /// Returns how many seeds this run takes when every run takes at least
+    /// `seeds`.
+    pub fn seed_count(&self, seeds: u64) -> u64 {
+        self.seeds.map_or(seeds, |own| own.max(seeds))
+    }
 }
 
 /// How a figure is judged.
@@ -404,7 +419,7 @@ pub fn plan(entries: &[&Entry], seeds: u64) -> Result<Vec<RunSpec>, String> {
             for x in points(f) {
                 for ex in &exprs {
                     for (run, _) in ex.metrics() {
-                        for seed in 1..=seeds {
+                        for seed in 1..=e.runs[run].seed_count(seeds) {
                             let spec =
                                 e.runs[run].at(x, seed).map_err(|err| format!("{}: run '{run}': {err}", e.id))?;
                             if seen.insert(spec.command()) {
@@ -427,8 +442,29 @@ struct At<'a> {
     entry: &'a Entry,
     x: Option<f64>,
     results: &'a Results,
-    /// The seeds whose runs' metrics are averaged: 1 to N, or one alone.
-    seeds: std::ops::RangeInclusive<u64>,
+    /// Whose runs' metrics are read.
+    seeds: Seeds,
+}
+
+/// The seeds of a run whose metrics a figure reads.
+#[derive(Clone, Copy)]
+enum Seeds {
+    /// The mean over seeds 1 to N, or to the run's own count where it asks
+    /// for more ([`RunTemplate::seeds`]).
+    Mean(u64),
+    /// This seed alone; a run with fewer seeds gives its mean over 1 to N.
+    One(u64, u64),
+}
+
+impl Seeds {
+    /// Returns the seeds of `run` this reads.
+    fn of(self, run: &RunTemplate) -> std::ops::RangeInclusive<u64> {
+        match self {
+            Seeds::Mean(n) => 1..=run.seed_count(n),
+            Seeds::One(seed, n) if seed <= run.seed_count(n) => seed..=seed,
+            Seeds::One(_, n) => 1..=run.seed_count(n),
+        }
+    }
 }
 
 impl Scope for At<'_> {
@@ -440,8 +476,8 @@ impl Scope for At<'_> {
     /// The mean of `metric` over the run's seeds.
     fn metric(&self, run: &str, metric: &str) -> Result<f64, String> {
         let template = self.entry.runs.get(run).ok_or_else(|| format!("no run '{run}'"))?;
-        let mut sum = 0.0;
-        for seed in self.seeds.clone() {
+        let (mut sum, seeds) = (0.0, self.seeds.of(template));
+        for seed in seeds.clone() {
             let command = template.at(self.x, seed)?.command();
             sum += match self.results.get(&command) {
                 None => return Err(format!("'{command}' was not run")),
@@ -452,7 +488,7 @@ impl Scope for At<'_> {
                 })?,
             };
         }
-        Ok(sum / self.seeds.clone().count() as f64)
+        Ok(sum / seeds.count() as f64)
     }
 
     fn x(&self) -> Result<f64, String> {
@@ -600,13 +636,14 @@ fn judge_entry(e: &Entry, results: &Results, seeds: u64) -> Judged {
             }
         };
         let eval = |x: Option<f64>| -> Result<(f64, f64), String> {
-            let scope = At { entry: e, x, results, seeds: 1..=seeds };
+            let scope = At { entry: e, x, results, seeds: Seeds::Mean(seeds) };
             Ok((sim.eval(&scope)?, reference.eval(&scope)?))
         };
         // The figure of each seed's runs alone, lowest and highest, where they differ.
         let spread = |x: Option<f64>| -> Option<(f64, f64)> {
-            let one = |seed| sim.eval(&At { entry: e, x, results, seeds: seed..=seed }).ok();
-            let each: Vec<f64> = (1..=seeds).map(one).collect::<Option<_>>()?;
+            let one = |seed| sim.eval(&At { entry: e, x, results, seeds: Seeds::One(seed, seeds) }).ok();
+            let most = sim.metrics().into_iter().filter_map(|(run, _)| e.runs.get(run)).map(|r| r.seed_count(seeds));
+            let each: Vec<f64> = (1..=most.max().unwrap_or(seeds)).map(one).collect::<Option<_>>()?;
             let lo = each.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = each.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             (hi - lo > 1e-9 * hi.abs().max(lo.abs())).then_some((lo, hi))

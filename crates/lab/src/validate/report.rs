@@ -261,8 +261,8 @@ impl Report {
             let _ = writeln!(out, "  {:<46} {:>8}  {}", t.what, t.found, if t.met { "met" } else { "NOT met" });
         }
         let seeds = match self.seeds {
-            1 => "each figure from seed 1".to_string(),
-            n => format!("each figure the mean of seeds 1 to {n}"),
+            1 => "each figure from seed 1, or the mean of a run's own seeds where it asks for more".to_string(),
+            n => format!("each figure the mean of seeds 1 to {n}, or to a run's own count where it asks for more"),
         };
         let _ = writeln!(out, "runs: {} simulated now, {} from cache; {seeds}", self.simulated, self.cached);
         let _ = writeln!(out, "{}", if self.passed() { "PASS" } else { "FAIL" });

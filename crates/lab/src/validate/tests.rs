@@ -328,3 +328,34 @@ fn a_row_whose_seeds_differ_gives_each_seeds_figure_and_says_when_they_split_on_
     let text = Report::new(judge_all(&e, &r, 2), 2, 12, 0).render();
     assert!(text.contains("seeds alone: 0.9000 to 1.100; the seeds disagree on its direction\n"), "{text}");
 }
+
+#[test]
+fn a_run_that_asks_for_more_seeds_is_the_mean_of_them_all_and_its_rows_spread_covers_them() {
+    let text = ENTRY.replacen(
+        "policy = \"x86-linux-invlpgb\"\nworkload = \"will_it_scale_tlb_flush2\"\nsets = [\"tasks={x}\"]\n",
+        "policy = \"x86-linux-invlpgb\"\nworkload = \"will_it_scale_tlb_flush2\"\nsets = [\"tasks={x}\"]\nseeds = 3\n",
+        1,
+    );
+    let c = corpus(&text).unwrap();
+    let e = c.select(Some("t1")).unwrap();
+    let specs = plan(&e, 1).unwrap();
+    assert_eq!(specs.len(), 3 + 3 * 3, "the old run once a point, the new one with seeds 1 to 3");
+    assert_eq!(plan(&e, 4).unwrap().len(), 2 * 3 * 4, "--seeds above a run's own count wins");
+    // Seed 1 as `t1_results`; the new policy at 4 tasks gives 200 and 300 at
+    // seeds 2 and 3, the same as seed 1 elsewhere.
+    let mut r = t1_results();
+    for seed in [2, 3] {
+        let at4 = if seed == 2 { 200.0 } else { 300.0 };
+        add_results(
+            &mut r,
+            seed,
+            &[("x86-linux-invlpgb@1", 100.0), ("x86-linux-invlpgb@2", 150.0), ("x86-linux-invlpgb@4", at4)],
+        );
+    }
+    let j = &judge_all(&e, &r, 1)[0];
+    // (400 + 200 + 300) / 3 = 300 against the old run's one seed, 160.
+    assert_eq!(j.rows[2].sim, Some(1.875));
+    assert_eq!(j.rows[0].seeds, None);
+    // Each seed of the new run against the old run's mean: 2.5, 1.25, 1.875.
+    assert_eq!(j.rows[2].seeds, Some((1.25, 2.5)));
+}
