@@ -321,6 +321,20 @@ pub const METRICS: &[MetricDef] = &[
          above high)",
     ),
     result(
+        "reclaim_activated",
+        "folios reclaim activated",
+        "count",
+        "lru_file_mmap_read: folios reclaim moved to the active list (found young again after a look that marked them \
+         PG_referenced, or young in more than one address space)",
+    ),
+    result(
+        "reclaim_deactivated",
+        "folios the active list's aging returned",
+        "count",
+        "lru_file_mmap_read: folios the active list's aging moved back to the inactive list, their young bits \
+         cleared (shrink_active_list, while the inactive list is low)",
+    ),
+    result(
         "faults_per_s",
         "page faults per second",
         "faults/s",

@@ -15,15 +15,12 @@
 //!   rule since Linux 2.6.34's "vmscan: detect mapped file pages used only
 //!   once"): the rmap walk reads every mapping's PTE and clears its young
 //!   bit (x86 without a flush; arm64 with a TLBI of the page,
-//!   `ptep_clear_flush_young`). A folio with a young PTE is kept: back to
-//!   the LRU's tail for a later pass (the kernel's `FOLIOREF_KEEP` puts it
-//!   back on the inactive list with `PG_referenced` set, its
-//!   `FOLIOREF_ACTIVATE`, when that flag was set already or two mappings
-//!   were young, on the active one, from which the active list's aging
-//!   returns it; both come back after the folios behind them, so the model's
-//!   one list keeps no flag). Found again with no young PTE, it is reclaimed
-//!   (`FOLIOREF_RECLAIM_CLEAN`).
-//!   A page read once is so reclaimed on its second look.
+//!   `ptep_clear_flush_young`). A folio with a young PTE is kept for a later
+//!   pass, as an anonymous one is (`sim/memcg.rs`: on the inactive list,
+//!   marked `PG_referenced`, or, marked already or young in more than one
+//!   mapping, on the active list). Found again with no young PTE, it is
+//!   reclaimed (`FOLIOREF_RECLAIM_CLEAN`). A page read once is so reclaimed
+//!   on its second look.
 //! - **Unmap** (`try_to_unmap` → `rmap_walk_file` over the file's
 //!   `i_mmap` tree → `try_to_unmap_one` for each mapping): every address space
 //!   that maps a page of the folio has its PTE read twice (`check_pte`, then
@@ -58,11 +55,8 @@
 //! page, so that earlier results stay as they were.
 //!
 //! # Not modelled
-//! - The active list: an activated folio is put back with the kept ones,
-//!   so the active list's own scan (`shrink_active_list`, a second
-//!   `folio_referenced` walk before it returns the folio to the inactive
-//!   list) is not charged; arm64's TLBI of a young PTE waits for its `DSB`
-//!   here, where the kernel's `__flush_tlb_page_nosync` does not.
+//! - arm64's TLBI of a young PTE waits for its `DSB` here, where the
+//!   kernel's `__flush_tlb_page_nosync` does not.
 //! - The `i_mmap` lock, the folio lock, the page cache's `xa_lock` and the
 //!   rmap walk's own cost beyond the PTE accesses.
 //! - Dirty file folios (written back before they are freed): a folio whose
@@ -100,7 +94,7 @@ impl Sim {
     /// Returns every present PTE that maps a page of the page-cache folio `f`:
     /// the address space, the page and the frame (`rmap_walk_file`). `None`
     /// when one of them records a write (a dirty folio: not reclaimed here).
-    fn file_mappings(&self, f: &LruFolio, file: u32) -> Option<Vec<Mapping>> {
+    pub(super) fn file_mappings(&self, f: &LruFolio, file: u32) -> Option<Vec<Mapping>> {
         let (first, last) = (f.va, f.va + f.pages);
         let mut out = Vec::new();
         for (mm, m) in self.kern.user_mms() {
@@ -143,10 +137,10 @@ impl Sim {
                 mem.sim.memcg_putback(*f);
                 continue;
             };
-            if Self::folio_referenced(&mut mem, maps.iter().map(|&(mm, va, _)| (mm, va))) > 0 {
-                // folio_check_references: a mapping used since the last look
-                // keeps it for a later pass (FOLIOREF_KEEP or _ACTIVATE).
-                mem.sim.memcg_putback(*f);
+            let young = Self::folio_referenced(&mut mem, maps.iter().map(|&(mm, va, _)| (mm, va)));
+            if !mem.sim.check_references(*f, young) {
+                // A mapping used since the last look keeps it for a later
+                // pass (FOLIOREF_KEEP or _ACTIVATE).
                 mem.sim.mem.count_file_kept();
                 continue;
             }

@@ -3,7 +3,7 @@
 //! swap (`workload/swap_w_seq_mt.rs`). The reclaim pass here ([`Sim::shrink`])
 //! is also the nodes' (`sim/kswapd.rs`), by `kswapd` or direct.
 //!
-//! # What the simulated kernel does (Linux v6.x memcg, one LRU)
+//! # What the simulated kernel does (Linux v6.x memcg, the classic LRU)
 //! - **The charge**: a fault that maps new anonymous memory (a page, or a 64 KB
 //!   folio) charges its pages to the cgroup (`mem_cgroup_charge` →
 //!   `try_charge`). When the charge would take the cgroup over its limit, the
@@ -13,15 +13,30 @@
 //!   [`SWAP_CLUSTER_MAX`] pages are reclaimed (`shrink_inactive_list` isolating
 //!   one batch under the node's `lru_lock`, then `shrink_folio_list`), and
 //!   charges once there is room.
+//! - **Two lists** (`mm/vmscan.c`, the classic LRU): reclaim takes folios
+//!   from the inactive list, where new ones join it (anonymous ones since
+//!   v5.9, b518154e59aa "mm/vmscan: protect the workingset on anonymous
+//!   LRU"); the active list holds those reclaim activated.
 //! - **Aging first** (`folio_check_references`, [`Sim::folio_referenced`]):
 //!   the rmap walk clears the young bit of each PTE of the folio (x86 without
 //!   a flush, arm64 with a TLBI of the page or block,
-//!   `ptep_clear_flush_young`); an anonymous folio with a young PTE is
-//!   activated (`FOLIOREF_ACTIVATE`) and comes back to the LRU's tail
-//!   instead of being reclaimed, so memory written once goes at its second
-//!   look. Page-cache folios likewise (`sim/file_reclaim.rs`).
-//!   `MADV_PAGEOUT` ignores the references, as the kernel's
-//!   `reclaim_pages` does.
+//!   `ptep_clear_flush_young`). A folio with one young PTE is kept on the
+//!   inactive list's tail, marked `PG_referenced` (`FOLIOREF_KEEP`); one
+//!   marked already, or young in more than one address space, goes to the
+//!   active list (`FOLIOREF_ACTIVATE`); one with none is reclaimed, its mark
+//!   cleared. So memory written once goes at its second look, and memory
+//!   used again between two looks is activated. On x86 a page used again
+//!   through its TLB entry stays old (the walk that would set its accessed
+//!   bit does not happen), as on the hardware. Page-cache folios likewise
+//!   (`sim/file_reclaim.rs`). `MADV_PAGEOUT` ignores the references, as the
+//!   kernel's `reclaim_pages` does.
+//! - **The active list's aging** (`shrink_active_list`, at the end of a pass
+//!   while `inactive_is_low`: fewer inactive pages than the active list's
+//!   over `int_sqrt(10 × GB)`): up to [`SWAP_CLUSTER_MAX`] pages from the
+//!   active list's head are isolated under the `lru_lock`, their young bits
+//!   cleared (arm64: a TLBI for each young PTE) and moved to the inactive
+//!   list's tail, young or not (only executable file mappings stay active,
+//!   and the model maps no code), under the lock again.
 //! - **Each folio** is reclaimed as `MADV_PAGEOUT` reclaims one (`sim/reclaim.rs`:
 //!   `try_to_unmap` with `TTU_BATCH_FLUSH`, the deferred flush of each PTE or
 //!   batch of PTEs, `try_to_unmap_flush_dirty`, which on x86 is the policy's
@@ -31,18 +46,17 @@
 //!   (`Stats::swapins`), as after `MADV_PAGEOUT`.
 //! - **The page cache** is charged too when asked ([`Sim::set_file_charge`]):
 //!   a fault that reads a file's folio in charges it and, over the limit,
-//!   reclaims first; page-cache folios share the one LRU, and those a pass
+//!   reclaims first; page-cache folios share the LRU's lists, and those a pass
 //!   isolates are unmapped and freed together after one flush
 //!   (`sim/file_reclaim.rs`), before the pass's anonymous ones.
 //!
 //! # What is not modelled
-//! - The active and inactive lists: the LRU is one list in fault order. A
-//!   folio reclaim keeps for its young PTEs goes back to its tail, after the
-//!   folios behind it, as the kernel's activated folio comes back from the
-//!   active list; the active list's own scan (a second `folio_referenced`
-//!   walk, its `lru_lock` holds) is not charged, and `PG_referenced`, which
-//!   chooses between the two lists (and, for anonymous folios, between
-//!   reclaiming clean or not), is not kept.
+//! - Separate anonymous and file lists: both kinds share one inactive and
+//!   one active list, and `inactive_is_low` weighs them together (the
+//!   kernel keeps four lists and balances each kind; the workloads that
+//!   reclaim use one kind). `get_scan_count`'s proportions and the scan
+//!   priorities: a pass takes [`SWAP_CLUSTER_MAX`] pages from the head.
+//!   The `workingset` mark and refault detection.
 //! - MGLRU. A cgroup's limit is reclaimed by the faulting thread alone, as
 //!   Linux's `try_charge` does (no `kswapd`); the machine's memory as NUMA
 //!   nodes with their watermarks and `kswapd` is `sim/kswapd.rs`, which runs
@@ -75,6 +89,9 @@ pub(super) struct LruFolio {
     pub(super) pfn: u64,
     pub(super) pages: u64,
     pub(super) file: Option<u32>,
+    /// `PG_referenced`: reclaim found it with a young PTE on its last look
+    /// (`folio_check_references`); a second such look activates it.
+    pub(super) referenced: bool,
 }
 
 /// Counts of reclaim: the cgroup's, or the nodes' (direct and by `kswapd`).
@@ -105,8 +122,15 @@ pub struct ReclaimStats {
     /// Page-cache folios reclaim found mapped with a young PTE and kept for
     /// a later pass (`folio_check_references`).
     pub file_kept: u64,
-    /// Anonymous folios reclaim found with a young PTE and activated.
+    /// Anonymous folios reclaim found with a young PTE and kept: on the
+    /// inactive list again (`FOLIOREF_KEEP`) or activated.
     pub anon_kept: u64,
+    /// Folios, anonymous or not, reclaim activated (`FOLIOREF_ACTIVATE`: a
+    /// young PTE found again, or more than one at once).
+    pub activated: u64,
+    /// Folios the active list's aging moved back to the inactive list
+    /// (`shrink_active_list`), their young bits cleared.
+    pub deactivated: u64,
 }
 
 impl Sim {
@@ -165,7 +189,7 @@ impl Sim {
         let Some(uid) = self.kern.get_mm(mm).map(|m| m.uid()) else {
             return;
         };
-        self.lru_charge(LruFolio { mm, uid, va, pfn, pages, file: None });
+        self.lru_charge(LruFolio { mm, uid, va, pfn, pages, file: None, referenced: false });
     }
 
     /// Charges folio `f` and puts it on its LRU's tail: the cgroup's, or the
@@ -190,10 +214,37 @@ impl Sim {
         self.make_room(cpu, CONT_PTES, now)
     }
 
-    /// Puts isolated folio `f` back at the LRU's tail, charged (one reclaim
-    /// could not free).
+    /// Puts isolated folio `f` back at the inactive list's tail, charged (one
+    /// reclaim could not free, or kept).
     pub(super) fn memcg_putback(&mut self, f: LruFolio) {
         self.lru_charge(f);
+    }
+
+    /// Puts isolated folio `f` on the active list's tail, charged
+    /// (`FOLIOREF_ACTIVATE`).
+    pub(super) fn memcg_activate(&mut self, f: LruFolio) {
+        let node = usize::from(self.frames.node(f.pfn));
+        self.mem.memcg_activate(f, node);
+        self.mem.count_activated();
+    }
+
+    /// `folio_check_references` for isolated folio `f`, young in `young`
+    /// address spaces ([`Sim::folio_referenced`]): in none it is reclaimed
+    /// (its `PG_referenced` cleared; returns `true`); in one it is kept on
+    /// the inactive list, marked, unless it was marked already, when it is
+    /// activated, as it is in more than one.
+    pub(super) fn check_references(&mut self, mut f: LruFolio, young: usize) -> bool {
+        let was = std::mem::replace(&mut f.referenced, false);
+        if young == 0 {
+            return true;
+        }
+        f.referenced = true;
+        if was || young > 1 {
+            self.memcg_activate(f);
+        } else {
+            self.memcg_putback(f);
+        }
+        false
     }
 
     /// Records that page `index` of `file` and the `pages` after it were read
@@ -201,7 +252,15 @@ impl Sim {
     /// charged, when the cgroup charges the page cache.
     pub(super) fn memcg_add_file(&mut self, file: u32, index: u64, pfn: u64, pages: u64) {
         if self.mem.charges_page_cache() {
-            self.lru_charge(LruFolio { mm: MmId::KERNEL, uid: 0, va: index, pfn, pages, file: Some(file) });
+            self.lru_charge(LruFolio {
+                mm: MmId::KERNEL,
+                uid: 0,
+                va: index,
+                pfn,
+                pages,
+                file: Some(file),
+                referenced: false,
+            });
         }
     }
 
@@ -235,13 +294,11 @@ impl Sim {
         for f in anon {
             let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
             let ptes = (0..f.pages).map(|i| (f.mm, f.va + i * 4096));
-            if Self::folio_referenced(&mut mem, ptes) > 0 {
-                // folio_check_references: a swap-backed folio with a young
-                // PTE is activated (FOLIOREF_ACTIVATE) and comes back after
-                // the folios behind it.
+            let young = Self::folio_referenced(&mut mem, ptes);
+            if young > 0 {
                 let (t, owed) = mem.finish();
                 now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
-                self.memcg_putback(f);
+                self.check_references(f, young);
                 self.mem.count_anon_kept();
                 continue;
             }
@@ -255,19 +312,59 @@ impl Sim {
             now = self.flush_unflushed(cpu, f.mm, "reclaim", owed, t);
             self.mem.count_anon_reclaimed(f.pages);
         }
-        now
+        self.age_active(cpu, lru, now)
+    }
+
+    /// `shrink_active_list` at the end of a pass (`shrink_lruvec` ages the
+    /// active list while the inactive one is low, `inactive_is_low`):
+    /// isolates up to [`SWAP_CLUSTER_MAX`] pages from the active list's head
+    /// under the `lru_lock`, clears each folio's young bits
+    /// ([`Sim::folio_referenced`]: arm64 flushes each young PTE, x86 does not)
+    /// and moves it to the inactive list's tail, whether it was young or not
+    /// (only an executable file mapping stays active, and the model maps no
+    /// code), under the lock again. Returns the time after it.
+    fn age_active(&mut self, cpu: usize, lru: Lru, mut now: u64) -> u64 {
+        let Some(mut cg) = self.mem.memcg_lend(lru) else {
+            return now;
+        };
+        let isolated = if cg.inactive_is_low() { cg.isolate_active(|f| self.lru_state(f)) } else { Vec::new() };
+        self.mem.memcg_return(lru, cg);
+        if isolated.is_empty() {
+            return now;
+        }
+        let n = isolated.len() as u32;
+        now = self.lru_hold(cpu, now, n);
+        for f in isolated {
+            let ptes: Vec<(MmId, u64)> = match f.file {
+                Some(file) => {
+                    self.file_mappings(&f, file).unwrap_or_default().iter().map(|&(mm, va, _)| (mm, va)).collect()
+                }
+                None => (0..f.pages).map(|i| (f.mm, f.va + i * 4096)).collect(),
+            };
+            let mm = ptes.first().map_or(f.mm, |&(mm, _)| mm);
+            let mut mem = KernelPtes::new(self, cpu, now, "aging");
+            Self::folio_referenced(&mut mem, ptes);
+            let (t, owed) = mem.finish();
+            now = self.flush_unflushed(cpu, mm, "aging", owed, t);
+            self.memcg_putback(f);
+            self.mem.count_deactivated();
+        }
+        self.lru_hold(cpu, now, n)
     }
 
     /// `folio_referenced`: the rmap walk ages the PTE at each of `ptes` (the
-    /// folio's mappings, a PTE each) and returns how many were young. x86
-    /// clears the accessed bit without a flush (`ptep_clear_flush_young` is
+    /// folio's mappings, a PTE each) and returns in how many address spaces
+    /// one was young (the kernel counts the VMAs with a young PTE,
+    /// `folio_referenced_one`'s `pra->referenced`: a large folio read through
+    /// its sixteen PTEs of one mapping counts once). x86 clears the accessed
+    /// bit without a flush (`ptep_clear_flush_young` is
     /// `ptep_test_and_clear_young` there: a stale entry only delays the bit's
     /// next setting); arm64 flushes the page, or the contiguous block, of a
     /// young one (`ptep_clear_flush_young` → `__flush_tlb_range_nosync`,
     /// whose `DSB` the kernel elides and the model does not).
     pub(super) fn folio_referenced(mem: &mut KernelPtes<'_>, ptes: impl IntoIterator<Item = (MmId, u64)>) -> usize {
         let flush = mem.sim.cfg.preset.arch == crate::preset::Arch::Arm64;
-        let mut young = 0;
+        let mut young: Vec<MmId> = Vec::new();
         for (mm, va) in ptes {
             let v = VirtAddr(va);
             let was = if flush {
@@ -275,9 +372,11 @@ impl Sim {
             } else {
                 arch::ptep_test_and_clear_young(mem, mm, v)
             };
-            young += usize::from(was);
+            if was && !young.contains(&mm) {
+                young.push(mm);
+            }
         }
-        young
+        young.len()
     }
 
     /// Takes folios off the LRU's head until they hold [`SWAP_CLUSTER_MAX`]

@@ -82,16 +82,23 @@ pub(super) enum Lru {
     Node(usize),
 }
 
-/// The cgroup: its limit, its charge and its LRU. The charge is the pages of
-/// every folio on the LRU (freed ones until reclaim finds them).
+/// The cgroup: its limit, its charge and its LRU, an inactive and an active
+/// list (anonymous and page-cache folios share them). The charge is the
+/// pages of every folio on either list (freed ones until reclaim finds them).
 #[derive(Clone, Debug, Default)]
 pub(super) struct MemLimit {
     /// The limit, in 4 KB pages (`memory.max`; a node's managed pages).
     pub(super) limit: u64,
     /// Pages charged: every folio on the LRU (freed ones until reclaim finds them).
     pub(super) charged: u64,
-    /// Folios in fault order, the least recently faulted first.
+    /// The inactive list, in the order folios joined it, the oldest first:
+    /// new folios (anonymous ones from v5.9, b518154e59aa), kept ones and
+    /// those the active list's aging returns.
     lru: VecDeque<LruFolio>,
+    /// The active list, likewise: folios reclaim activated.
+    active: VecDeque<LruFolio>,
+    /// Pages on the active list.
+    active_pages: u64,
 }
 
 impl MemLimit {
@@ -107,32 +114,69 @@ impl MemLimit {
         self.charged += f.pages;
     }
 
-    /// Takes folios off the LRU's head until they hold [`SWAP_CLUSTER_MAX`]
+    /// Charges folio `f` and puts it on the active list's tail.
+    fn activate(&mut self, f: LruFolio) {
+        self.active.push_back(f);
+        self.charged += f.pages;
+        self.active_pages += f.pages;
+    }
+
+    /// `inactive_is_low`: whether the inactive list holds too few pages for
+    /// the active one's, `inactive × ratio < active`, the ratio
+    /// `int_sqrt(10 × GB)` of the lists' size in whole GB (1 below 1 GB).
+    pub(super) fn inactive_is_low(&self) -> bool {
+        let inactive = self.charged.saturating_sub(self.active_pages);
+        let gb = self.charged >> 18;
+        let ratio = if gb > 0 { (10 * gb).isqrt() } else { 1 };
+        inactive * ratio < self.active_pages
+    }
+
+    /// Takes folios off the active list's head for its aging
+    /// (`shrink_active_list`), as [`MemLimit::isolate`] takes them off the
+    /// inactive list's.
+    pub(super) fn isolate_active(&mut self, state: impl FnMut(&LruFolio) -> LruState) -> Vec<LruFolio> {
+        let (out, left) = take_head(&mut self.active, state);
+        self.charged -= left;
+        self.active_pages -= left;
+        out
+    }
+
+    /// Takes folios off the inactive list's head until they hold [`SWAP_CLUSTER_MAX`]
     /// pages or every folio was looked at once (`isolate_lru_folios`), as
     /// `state` finds each: drops (uncharges) those gone since they were
     /// charged, moves those mapped more than once to the tail, and returns
     /// the others, uncharged.
-    pub(super) fn isolate(&mut self, mut state: impl FnMut(&LruFolio) -> LruState) -> Vec<LruFolio> {
-        let mut out = Vec::new();
-        let (mut pages, mut looked) = (0, 0);
-        let n = self.lru.len();
-        while pages < SWAP_CLUSTER_MAX && looked < n {
-            let Some(f) = self.lru.pop_front() else {
-                break;
-            };
-            looked += 1;
-            match state(&f) {
-                LruState::Gone => self.charged -= f.pages,
-                LruState::Shared => self.lru.push_back(f),
-                LruState::Reclaimable => {
-                    self.charged -= f.pages;
-                    pages += f.pages;
-                    out.push(f);
-                }
-            }
-        }
+    pub(super) fn isolate(&mut self, state: impl FnMut(&LruFolio) -> LruState) -> Vec<LruFolio> {
+        let (out, left) = take_head(&mut self.lru, state);
+        self.charged -= left;
         out
     }
+}
+
+/// Takes folios off `list`'s head until they hold [`SWAP_CLUSTER_MAX`] pages
+/// or every folio was looked at once, as `state` finds each: drops those
+/// gone, moves those mapped more than once to the tail; returns the others
+/// and the pages that left the list (theirs and the dropped ones').
+fn take_head(list: &mut VecDeque<LruFolio>, mut state: impl FnMut(&LruFolio) -> LruState) -> (Vec<LruFolio>, u64) {
+    let mut out = Vec::new();
+    let (mut pages, mut left, mut looked) = (0, 0, 0);
+    let n = list.len();
+    while pages < SWAP_CLUSTER_MAX && looked < n {
+        let Some(f) = list.pop_front() else {
+            break;
+        };
+        looked += 1;
+        match state(&f) {
+            LruState::Shared => list.push_back(f),
+            LruState::Gone => left += f.pages,
+            LruState::Reclaimable => {
+                pages += f.pages;
+                left += f.pages;
+                out.push(f);
+            }
+        }
+    }
+    (out, left)
 }
 
 impl MemoryState {
@@ -312,6 +356,16 @@ impl MemoryState {
         }
     }
 
+    /// Charges folio `f`, whose first frame is on node `node`, and puts it on
+    /// its LRU's active list ([`MemoryState::lru_of`]), if an LRU is kept.
+    pub(super) fn memcg_activate(&mut self, f: LruFolio, node: usize) {
+        match self.lru_of(node) {
+            Some(Lru::Memcg) => self.memcg.as_mut().map_or((), |cg| cg.activate(f)),
+            Some(Lru::Node(n)) => self.nodes[n].lru.activate(f),
+            None => {}
+        }
+    }
+
     /// Records that a migration moved the order-0 folio at `va` of `mm` to
     /// frame `pfn`: its LRU entry follows it.
     /// (On the nodes' LRUs it stays on its old node's, an approximation no
@@ -319,7 +373,9 @@ impl MemoryState {
     pub(super) fn memcg_moved(&mut self, mm: MmId, va: u64, pfn: u64) {
         let lrus = self.memcg.iter_mut().chain(self.nodes.iter_mut().map(|n| &mut n.lru));
         for cg in lrus {
-            if let Some(f) = cg.lru.iter_mut().find(|f| f.mm == mm && f.va == va && f.pages == 1) {
+            if let Some(f) =
+                cg.lru.iter_mut().chain(cg.active.iter_mut()).find(|f| f.mm == mm && f.va == va && f.pages == 1)
+            {
                 f.pfn = pfn;
                 return;
             }
@@ -348,7 +404,7 @@ impl MemoryState {
     /// Returns the folios on the cgroup's LRU (for tests).
     #[cfg(test)]
     pub(super) fn memcg_lru_len(&self) -> Option<usize> {
-        self.memcg.as_ref().map(|cg| cg.lru.len())
+        self.memcg.as_ref().map(|cg| cg.lru.len() + cg.active.len())
     }
 
     /// Returns the counts of the cgroup's reclaim so far.
@@ -387,9 +443,19 @@ impl MemoryState {
         self.reclaim.file_flushes += 1;
     }
 
-    /// Counts an anonymous folio reclaim activated for its young PTEs.
+    /// Counts an anonymous folio reclaim kept (or activated) for its young PTEs.
     pub(super) fn count_anon_kept(&mut self) {
         self.reclaim.anon_kept += 1;
+    }
+
+    /// Counts a folio reclaim activated.
+    pub(super) fn count_activated(&mut self) {
+        self.reclaim.activated += 1;
+    }
+
+    /// Counts a folio the active list's aging returned to the inactive list.
+    pub(super) fn count_deactivated(&mut self) {
+        self.reclaim.deactivated += 1;
     }
 
     /// Counts a page-cache folio reclaim kept for its young PTEs.

@@ -109,6 +109,8 @@ pub const DEF: WorkloadDef = WorkloadDef {
         "reclaim_flushes",
         "direct_reclaims",
         "kswapd_passes",
+        "reclaim_activated",
+        "reclaim_deactivated",
     ],
     text_params: &[],
     setup: |p, _, sim, _| setup(p, sim),
@@ -165,6 +167,8 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     r.insert("reclaim_flushes".to_string(), rs.file_flushes as f64);
     r.insert("direct_reclaims".to_string(), rs.direct_reclaims as f64);
     r.insert("kswapd_passes".to_string(), rs.kswapd_passes as f64);
+    r.insert("reclaim_activated".to_string(), rs.activated as f64);
+    r.insert("reclaim_deactivated".to_string(), rs.deactivated as f64);
     Ok(r)
 }
 
