@@ -20,8 +20,8 @@
 //! - **Aging first** (`folio_check_references`, [`Sim::folio_referenced`]):
 //!   the rmap walk clears the young bit of each PTE of the folio (x86 without
 //!   a flush, arm64 with a TLBI of the page or block,
-//!   `ptep_clear_flush_young`). A folio with one young PTE is kept on the
-//!   inactive list's tail, marked `PG_referenced` (`FOLIOREF_KEEP`); one
+//!   `ptep_clear_flush_young`). A folio young in one address space is kept
+//!   on the inactive list's tail, marked `PG_referenced` (`FOLIOREF_KEEP`); one
 //!   marked already, or young in more than one address space, goes to the
 //!   active list (`FOLIOREF_ACTIVATE`); one with none is reclaimed, its mark
 //!   cleared. So memory written once goes at its second look, and memory
@@ -125,8 +125,9 @@ pub struct ReclaimStats {
     /// Anonymous folios reclaim found with a young PTE and kept: on the
     /// inactive list again (`FOLIOREF_KEEP`) or activated.
     pub anon_kept: u64,
-    /// Folios, anonymous or not, reclaim activated (`FOLIOREF_ACTIVATE`: a
-    /// young PTE found again, or more than one at once).
+    /// Folios, anonymous or not, reclaim activated (`FOLIOREF_ACTIVATE`:
+    /// found young again while marked `PG_referenced`, or young in more than
+    /// one address space).
     pub activated: u64,
     /// Folios the active list's aging moved back to the inactive list
     /// (`shrink_active_list`), their young bits cleared.
@@ -279,7 +280,7 @@ impl Sim {
     pub(super) fn shrink(&mut self, cpu: usize, lru: Lru, by_kswapd: bool, mut now: u64) -> u64 {
         let isolated = self.isolate(lru);
         if isolated.is_empty() {
-            return now;
+            return self.age_active(cpu, lru, now);
         }
         self.mem.count_reclaim_pass(by_kswapd);
         now = self.lru_hold(cpu, now, isolated.len() as u32);
