@@ -47,6 +47,9 @@ use tlbkit_sim::run::RunSpec;
 /// Seeds per run by default (`tlbkit validate --seeds`).
 pub const DEFAULT_SEEDS: u64 = 3;
 
+/// The most seeds a corpus run may ask for ([`RunTemplate::seeds`]).
+pub const MAX_RUN_SEEDS: u64 = 100;
+
 /// The corpus shipped with tlbkit: `(file name, contents)` of every file in
 /// `crates/lab/corpus/`, listed by the build script.
 pub const SHIPPED: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/corpus_files.rs"));
@@ -298,6 +301,9 @@ fn check_entry(e: &Entry) -> Result<(), String> {
             toml::Value::Integer(n) if *n > 0 => {}
             toml::Value::String(s) if s.contains("{x}") => {}
             other => return Err(format!("run '{name}': cpus must be a positive number or \"{{x}}\", not {other}")),
+        }
+        if let Some(n) = r.seeds.filter(|n| !(1..=MAX_RUN_SEEDS).contains(n)) {
+            return Err(format!("run '{name}': seeds = {n}; give 1 to {MAX_RUN_SEEDS} (or leave it out for --seeds)"));
         }
         for (field, v) in [("machine", &r.machine), ("policy", &r.policy), ("workload", &r.workload)] {
             if v.contains("{x}") {

@@ -358,4 +358,8 @@ fn a_run_that_asks_for_more_seeds_is_the_mean_of_them_all_and_its_rows_spread_co
     assert_eq!(j.rows[0].seeds, None);
     // Each seed of the new run against the old run's mean: 2.5, 1.25, 1.875.
     assert_eq!(j.rows[2].seeds, Some((1.25, 2.5)));
+    // A count past the bound is refused with the fix.
+    let text = text.replacen("seeds = 3", "seeds = 0", 1);
+    let err = corpus(&text).unwrap_err();
+    assert!(err.contains("run 'new': seeds = 0; give 1 to 100"), "{err}");
 }
