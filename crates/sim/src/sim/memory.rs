@@ -346,23 +346,28 @@ impl MemoryState {
         Some(Lru::Node(node.min(last)))
     }
 
-    /// Charges folio `f`, whose first frame is on node `node`, and puts it on
-    /// its LRU's tail ([`MemoryState::lru_of`]), if an LRU is kept.
-    pub(super) fn memcg_charge(&mut self, f: LruFolio, node: usize) {
-        match self.lru_of(node) {
-            Some(Lru::Memcg) => self.memcg.as_mut().map_or((), |cg| cg.charge(f)),
-            Some(Lru::Node(n)) => self.nodes[n].lru.charge(f),
-            None => {}
+    /// Returns the LRU a folio whose first frame is on node `node` joins
+    /// ([`MemoryState::lru_of`]), if an LRU is kept.
+    fn lru_mut(&mut self, node: usize) -> Option<&mut MemLimit> {
+        match self.lru_of(node)? {
+            Lru::Memcg => self.memcg.as_mut(),
+            Lru::Node(n) => Some(&mut self.nodes[n].lru),
         }
     }
 
     /// Charges folio `f`, whose first frame is on node `node`, and puts it on
-    /// its LRU's active list ([`MemoryState::lru_of`]), if an LRU is kept.
+    /// its LRU's inactive list, if an LRU is kept.
+    pub(super) fn memcg_charge(&mut self, f: LruFolio, node: usize) {
+        if let Some(lru) = self.lru_mut(node) {
+            lru.charge(f);
+        }
+    }
+
+    /// Charges folio `f`, whose first frame is on node `node`, and puts it on
+    /// its LRU's active list, if an LRU is kept.
     pub(super) fn memcg_activate(&mut self, f: LruFolio, node: usize) {
-        match self.lru_of(node) {
-            Some(Lru::Memcg) => self.memcg.as_mut().map_or((), |cg| cg.activate(f)),
-            Some(Lru::Node(n)) => self.nodes[n].lru.activate(f),
-            None => {}
+        if let Some(lru) = self.lru_mut(node) {
+            lru.activate(f);
         }
     }
 

@@ -151,11 +151,7 @@ impl Sim {
         } else {
             self.enqueue(tid, cpu, now, from);
         }
-        if cpu != from {
-            now + self.m.transfer_cost(from, cpu)
-        } else {
-            now
-        }
+        self.after_queue_lock(from, cpu, now)
     }
 
     /// `ttwu_runnable`: wakes `tid`, asleep but still queued (its dequeue
@@ -168,6 +164,13 @@ impl Sim {
         self.scheduler.update_curr(cpu, now);
         self.scheduler.requeue_delayed(tid);
         self.queued(tid, cpu, now, from);
+        self.after_queue_lock(from, cpu, now)
+    }
+
+    /// When the waker on `from`, having queued a thread on `cpu`'s run queue
+    /// at `now`, goes on: after that queue's lock line (or its wake list's)
+    /// came from `cpu`, if it is another CPU's.
+    fn after_queue_lock(&self, from: usize, cpu: usize, now: u64) -> u64 {
         if cpu != from {
             now + self.m.transfer_cost(from, cpu)
         } else {

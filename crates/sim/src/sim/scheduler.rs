@@ -841,21 +841,11 @@ impl Scheduler {
 
     /// The thread the fair class picks to run next on `cpu`, taken off the queue.
     pub(super) fn pick_next(&mut self, cpu: usize) -> Option<usize> {
-        let at = loop {
-            let rq = &self.sched[cpu].runq;
-            break match self.tun.kind {
-                SchedKind::Fifo => 0,
-                SchedKind::Cfs => cfs::pick(rq, &self.sched[cpu].buddies, &self.tun),
-                SchedKind::Eevdf => match eevdf::pick(rq, None) {
-                    // A delayed task's dequeue completes; pick again.
-                    eevdf::Pick::Queued(i) if rq.get(i).is_some_and(|e| e.delayed) => {
-                        self.finish_delayed(cpu, i);
-                        continue;
-                    }
-                    eevdf::Pick::Queued(i) => i,
-                    _ => return None,
-                },
-            };
+        let rq = &self.sched[cpu].runq;
+        let at = match self.tun.kind {
+            SchedKind::Fifo => 0,
+            SchedKind::Cfs => cfs::pick(rq, &self.sched[cpu].buddies, &self.tun),
+            SchedKind::Eevdf => self.pick_eevdf(cpu)?,
         };
         self.unqueue(cpu, at)
     }

@@ -55,9 +55,24 @@ impl Scheduler {
         true
     }
 
+    /// `pick_eevdf` on `cpu`'s queue, as `pick_next_entity` makes it: a
+    /// delayed task picked has its dequeue completed ([`Scheduler::finish_delayed`])
+    /// and the pick is made again. Returns the position of the task to run,
+    /// `None` when the queue holds none.
+    pub(super) fn pick_eevdf(&mut self, cpu: usize) -> Option<usize> {
+        loop {
+            let rq = &self.sched[cpu].runq;
+            match eevdf::pick(rq, None) {
+                eevdf::Pick::Queued(i) if rq.get(i).is_some_and(|e| e.delayed) => self.finish_delayed(cpu, i),
+                eevdf::Pick::Queued(i) => return Some(i),
+                _ => return None,
+            }
+        }
+    }
+
     /// A pick on `cpu` found the delayed task at `at` of its queue: its
     /// dequeue completes, with its lag (DELAY_ZERO: none above zero).
-    pub(super) fn finish_delayed(&mut self, cpu: usize, at: usize) {
+    fn finish_delayed(&mut self, cpu: usize, at: usize) {
         let Some(tid) = self.unqueue(cpu, at) else { return };
         let t = self.tun;
         let th = &mut self.threads[tid];
@@ -93,11 +108,10 @@ impl Scheduler {
         cpu
     }
 
-    /// Queues `tid`, delayed and moved to `cpu` by a balance, there: still
-    /// asleep.
+    /// Queues `tid`, delayed and detached for `cpu` by a balance
+    /// ([`Scheduler::detach`], which set its CPU), there: still asleep.
     pub(in crate::sim) fn attach_delayed(&mut self, cpu: usize, tid: usize) {
-        debug_assert!(self.threads[tid].se.delayed, "{tid} is not delayed");
-        self.threads[tid].cpu = cpu;
+        debug_assert!(self.threads[tid].se.delayed && self.threads[tid].cpu == cpu, "{tid} is not delayed for {cpu}");
         self.queue(cpu, tid);
     }
 }
