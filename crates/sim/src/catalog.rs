@@ -39,6 +39,7 @@ pub fn machines() -> Value {
                 "meltdown": p.meltdown,
                 "threads_per_core": p.threads.per_core,
                 "smt_share": p.threads.share,
+                "smt_tlbs": p.threads.tlbs,
                 "kernel": p.kernel.name(),
                 "mem_bw_gbs": p.mem_bw_gbs,
                 "costs_cycles": serde_json::to_value(p.costs).unwrap_or_default(),

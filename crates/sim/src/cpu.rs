@@ -1,15 +1,21 @@
-//! One CPU's translation state: its TLBs, its translation root and tag, and
-//! the times the machine keeps for it (its operation's end, its interrupts,
-//! the cycles taken from it). The machine (`machine.rs`) holds one per CPU;
-//! the DVM queues (`stalls.rs`) charge their stalls to it.
+//! One CPU's translation state: which TLBs are its (its core's), its
+//! translation root and tag, and the times the machine keeps for it (its
+//! operation's end, its interrupts, the cycles taken from it). The machine
+//! (`machine.rs`) holds one per CPU, and the TLBs, one per core; the DVM
+//! queues (`stalls.rs`) charge their stalls to it.
 
-use crate::tlb::Tlb;
 use tlbkit_policy::{MmId, Root};
 
 /// One CPU's translation state.
 pub struct CpuState {
-    /// The CPU's TLBs.
-    pub tlb: Tlb,
+    /// Which of the machine's TLBs are this CPU's (`Machine::tlb`): its own,
+    /// or its core's, which it shares with the core's other threads.
+    pub tlb_at: u32,
+    /// This CPU's thread number in its core where the core's threads share
+    /// its TLBs (`crate::tlb::ThreadTlb`); 0 otherwise.
+    pub thread: u8,
+    /// Whether other CPUs use the same TLBs.
+    pub tlb_shared: bool,
     /// What TTBR0/CR3 points at (written only by [`Hw::write_root`], which keeps
     /// [`Machine::roots_on`] in step).
     pub root: Root,
@@ -43,10 +49,12 @@ pub struct CpuState {
 }
 
 impl CpuState {
-    /// Returns a CPU with empty TLBs, its root on the kernel's tables.
-    pub fn new(tlb: Tlb) -> Self {
+    /// Returns CPU `cpu`, with TLBs of its own, its root on the kernel's tables.
+    pub fn new(cpu: usize) -> Self {
         CpuState {
-            tlb,
+            tlb_at: cpu as u32,
+            thread: 0,
+            tlb_shared: false,
             root: boot_root(),
             asid: 0,
             sync_until: 0,

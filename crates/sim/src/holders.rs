@@ -108,8 +108,8 @@ impl Holders {
         let (asid, block) = match op {
             Inval::Va { asid, va } => (Some(asid_bucket(asid)), Some(block_bucket(va >> SHIFT_2M))),
             Inval::VaAll { va } => (None, Some(block_bucket(va >> SHIFT_2M))),
-            Inval::Asid(asid) => (Some(asid_bucket(asid)), None),
-            Inval::All | Inval::AllNonGlobal => {
+            Inval::Asid(asid) | Inval::AsidOfThread { asid, .. } => (Some(asid_bucket(asid)), None),
+            Inval::All | Inval::AllNonGlobal | Inval::Thread { .. } => {
                 for cpu in 0..ncpus {
                     visit(cpu);
                 }
@@ -165,8 +165,8 @@ impl Holders {
         let (asid, block) = match op {
             Inval::Va { asid, va } => (Some(asid_bucket(asid)), Some(block_bucket(va >> SHIFT_2M))),
             Inval::VaAll { va } => (None, Some(block_bucket(va >> SHIFT_2M))),
-            Inval::Asid(asid) => (Some(asid_bucket(asid)), None),
-            Inval::All | Inval::AllNonGlobal => return,
+            Inval::Asid(asid) | Inval::AsidOfThread { asid, .. } => (Some(asid_bucket(asid)), None),
+            Inval::All | Inval::AllNonGlobal | Inval::Thread { .. } => return,
         };
         if let (Some(a), false) = (asid, still.asid) {
             let word = &mut self.by_asid[a * words + w];
@@ -192,8 +192,8 @@ impl Holders {
         match op {
             Inval::Va { asid, va } => in_asid(asid) && in_block(va),
             Inval::VaAll { va } => in_block(va),
-            Inval::Asid(asid) => in_asid(asid),
-            Inval::All | Inval::AllNonGlobal => true,
+            Inval::Asid(asid) | Inval::AsidOfThread { asid, .. } => in_asid(asid),
+            Inval::All | Inval::AllNonGlobal | Inval::Thread { .. } => true,
         }
     }
 }

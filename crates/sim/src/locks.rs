@@ -221,7 +221,6 @@ impl RwSem {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::CpuState;
     use crate::preset;
     use crate::tlb::Tlb;
 
@@ -229,9 +228,8 @@ mod tests {
     /// socket and more across.
     fn westmere() -> Machine {
         let p = preset::named("westmere");
-        let cpus = (0..8)
-            .map(|_| CpuState::new(Tlb::new(p.tlb.l1d_entries, p.tlb.l2_entries, p.tlb.l2_ways, p.tlb.pwc_entries)))
-            .collect();
+        let cpus =
+            (0..8).map(|_| Tlb::new(p.tlb.l1d_entries, p.tlb.l2_entries, p.tlb.l2_ways, p.tlb.pwc_entries)).collect();
         Machine::new(p.costs, cpus, p.cores_per_socket)
     }
 
@@ -305,7 +303,7 @@ mod tests {
     /// one entry: for locks, whose model reads no TLB.
     fn many(n: usize) -> Machine {
         let p = preset::named("westmere");
-        Machine::new(p.costs, (0..n).map(|_| CpuState::new(Tlb::new(1, 1, 1, 0))).collect(), p.cores_per_socket)
+        Machine::new(p.costs, (0..n).map(|_| Tlb::new(1, 1, 1, 0)).collect(), p.cores_per_socket)
     }
 
     /// Returns the holds of `holds`, checking that no two overlap.

@@ -107,7 +107,7 @@ use crate::pagetable::TableRef;
 use crate::pending::Pending;
 use crate::preset::Costs;
 use crate::stalls::Stalls;
-use crate::tlb::{Inval, Tlb, TlbEntry};
+use crate::tlb::{Inval, ThreadTlb, Tlb, TlbEntry};
 use std::cell::{Cell, RefCell};
 use tlbkit_policy::{
     Access, Asid, Barrier, CpuId, CpuMask, Defer, Domain, FlushTicket, Hw, MmId, Note, Phase, Root, Scope, Tlbi,
@@ -149,6 +149,10 @@ pub struct Machine {
     pub costs: Costs,
     /// CPU states, by CPU number.
     pub cpus: Vec<CpuState>,
+    /// The TLBs: one per CPU, or one per core where its threads share them
+    /// ([`Machine::share_tlbs`]); a CPU's are `tlbs[cpus[cpu].tlb_at]`,
+    /// reached through [`Machine::tlb`].
+    tlbs: Vec<Tlb>,
     /// Cores per socket (for cross-socket latencies).
     pub cores_per_socket: usize,
     /// Cores per L3 domain (AMD CCX), for cross-CCX cache-line transfers.
@@ -243,12 +247,15 @@ pub struct LazyFlushes {
 }
 
 impl Machine {
-    /// Returns a machine of `cpus` with the given costs and topology.
-    pub fn new(costs: Costs, cpus: Vec<CpuState>, cores_per_socket: usize) -> Self {
-        let n = cpus.len();
+    /// Returns a machine of one CPU per TLB of `tlbs`, each CPU's its own,
+    /// with the given costs and topology.
+    pub fn new(costs: Costs, tlbs: Vec<Tlb>, cores_per_socket: usize) -> Self {
+        let n = tlbs.len();
+        let cpus: Vec<CpuState> = (0..n).map(CpuState::new).collect();
         let mut m = Machine {
             costs,
             cpus: Vec::new(),
+            tlbs,
             cores_per_socket,
             cores_per_ccx: cores_per_socket,
             cycles_per_ms: 1_000_000,
@@ -271,6 +278,63 @@ impl Machine {
         }
         m.cpus = cpus;
         m
+    }
+
+    /// Makes the threads of each core share its TLBs ([`crate::tlb::ThreadTlb`]:
+    /// each thread's entries its own, all of them competing for the first
+    /// thread's TLBs' slots): the TLBs of the other threads go. Before any CPU
+    /// has filled anything.
+    pub fn share_tlbs(&mut self, threads: crate::preset::CoreThreads) {
+        let n = self.cpus.len();
+        // Each CPU's core's first thread (the lowest CPU of the core), and
+        // its own number among the core's threads.
+        let mut first = Vec::with_capacity(n);
+        for (cpu, st) in self.cpus.iter_mut().enumerate() {
+            let mut core: Vec<usize> = threads.siblings(self.cores_per_socket, cpu, n).chain([cpu]).collect();
+            core.sort_unstable();
+            first.push(core[0]);
+            st.thread = core.iter().position(|&c| c == cpu).unwrap_or(0) as u8;
+            st.tlb_shared = core.len() > 1;
+        }
+        // The cores' TLBs, in the order of their first threads.
+        let mut at = vec![u32::MAX; n];
+        let mut kept = Vec::new();
+        for (cpu, tlb) in std::mem::take(&mut self.tlbs).into_iter().enumerate() {
+            if first[cpu] == cpu {
+                at[cpu] = kept.len() as u32;
+                kept.push(tlb);
+            }
+        }
+        for (st, &f) in self.cpus.iter_mut().zip(&first) {
+            st.tlb_at = at[f];
+        }
+        self.tlbs = kept;
+    }
+
+    /// Returns `cpu`'s view of its TLBs (its core's, where its threads share
+    /// them).
+    #[inline(always)]
+    pub fn tlb(&mut self, cpu: usize) -> ThreadTlb<'_> {
+        let st = &self.cpus[cpu];
+        ThreadTlb::new(&mut self.tlbs[st.tlb_at as usize], st.thread, st.tlb_shared)
+    }
+
+    /// Returns `cpu`'s TLBs whole, for hints that read nothing the simulation
+    /// sees (prefetches).
+    #[inline(always)]
+    pub fn tlb_whole(&self, cpu: usize) -> &Tlb {
+        &self.tlbs[self.cpus[cpu].tlb_at as usize]
+    }
+
+    /// Prefetches the L2 sets a lookup or fill of `cpu`'s of the `pages` pages
+    /// from `va` reads ([`Tlb::prefetch_l2`]).
+    pub(crate) fn prefetch_l2(&self, cpu: usize, va: u64, pages: u64) {
+        self.tlb_whole(cpu).prefetch_l2(crate::tlb::thread_va(va, self.cpus[cpu].thread), pages);
+    }
+
+    /// Returns the lowest and highest heap addresses of every TLB.
+    pub(crate) fn tlb_heap_bounds(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.tlbs.iter().map(Tlb::heap_bounds)
     }
 
     /// Makes an interrupt cost what `smt` says of its CPU's core: the shared
@@ -312,15 +376,15 @@ impl Machine {
         if cfg!(debug_assertions) {
             for cpu in 0..self.cpus.len() {
                 debug_assert!(
-                    self.holders.is_candidate(cpu, op) || !self.cpus[cpu].tlb.may_hold_any(op),
+                    self.holders.is_candidate(cpu, op) || !self.tlb(cpu).may_hold_any(op),
                     "cpu{cpu} may hold what {op:?} removes but is not a candidate: a TLB fill bypassed Machine::fill"
                 );
             }
         }
         let common = self.stalls.last_processed(&mut self.deviations);
         if self.pending.send(from, op, common, &self.deviations) {
-            let (n, cpus, holders) = (self.cpus.len(), &mut self.cpus, &mut self.holders);
-            self.pending.complete_reached(self.floor, |op, applied| complete_inval(n, cpus, holders, op, applied));
+            let (cpus, tlbs, holders) = (&self.cpus, &mut self.tlbs, &mut self.holders);
+            self.pending.complete_reached(self.floor, |op, applied| complete_inval(cpus, tlbs, holders, op, applied));
         }
     }
 
@@ -337,16 +401,18 @@ impl Machine {
     /// [`Machine::catch_up`] while something is in flight.
     #[inline(never)]
     fn apply_due(&mut self, cpu: usize, now: u64) {
-        let (tlb, holders) = (&mut self.cpus[cpu].tlb, &mut self.holders);
-        self.pending.due(cpu, now, |op| apply_inval(tlb, holders, cpu, op));
+        let st = &self.cpus[cpu];
+        let mut tlb = ThreadTlb::new(&mut self.tlbs[st.tlb_at as usize], st.thread, st.tlb_shared);
+        let holders = &mut self.holders;
+        self.pending.due(cpu, now, |op| apply_inval(&mut tlb, holders, cpu, op));
     }
 
     /// Completes every broadcast invalidation `issuer` sent (its `DSB ISH` or
     /// `TLBSYNC`): each CPU that may hold what one removes and has not
     /// applied it yet applies it now.
     fn complete(&mut self, issuer: usize) {
-        let (n, cpus, holders) = (self.cpus.len(), &mut self.cpus, &mut self.holders);
-        self.pending.complete(issuer, |op, applied| complete_inval(n, cpus, holders, op, applied));
+        let (cpus, tlbs, holders) = (&self.cpus, &mut self.tlbs, &mut self.holders);
+        self.pending.complete(issuer, |op, applied| complete_inval(cpus, tlbs, holders, op, applied));
     }
 
     /// Returns when the first broadcast invalidation `cpu` has still to apply
@@ -481,7 +547,7 @@ impl Machine {
     pub fn fill(&mut self, cpu: usize, e: TlbEntry, speculative: bool, now: u64) {
         self.catch_up(cpu, now);
         self.holders.filled(cpu, (!e.global()).then_some(e.asid), e.va());
-        self.cpus[cpu].tlb.fill(e, speculative);
+        self.tlb(cpu).fill(e, speculative);
     }
 
     /// Caches the level-2 descriptor for `va` in `cpu`'s walk cache at `now`
@@ -491,7 +557,7 @@ impl Machine {
     pub fn pwc_fill(&mut self, cpu: usize, va: u64, asid: u16, global: bool, table: TableRef, mm_uid: u32, now: u64) {
         self.catch_up(cpu, now);
         self.holders.filled(cpu, (!global).then_some(asid), va);
-        self.cpus[cpu].tlb.pwc_fill(va, asid, global, table, mm_uid);
+        self.tlb(cpu).pwc_fill(va, asid, global, table, mm_uid);
     }
 
     /// Returns whether CPUs `a` and `b` are on different sockets.
@@ -558,33 +624,34 @@ impl Machine {
 
 /// Applies `op` to `cpu`'s TLB `tlb` and records in `holders` what it may
 /// still hold.
-fn apply_inval(tlb: &mut Tlb, holders: &mut Holders, cpu: usize, op: Inval) {
+fn apply_inval(tlb: &mut ThreadTlb<'_>, holders: &mut Holders, cpu: usize, op: Inval) {
     tlb.invalidate(op);
     holders.visited(cpu, op, still(tlb, op));
 }
 
 /// Returns what `tlb` may still hold of the sets `op` names.
 #[inline]
-fn still(tlb: &Tlb, op: Inval) -> Still {
+fn still(tlb: &ThreadTlb<'_>, op: Inval) -> Still {
     let (asid, block) = match op {
         Inval::Va { asid, va } => (tlb.may_hold(asid), tlb.may_hold_block(va)),
         Inval::VaAll { va } => (true, tlb.may_hold_block(va)),
-        Inval::Asid(asid) => (tlb.may_hold(asid), true),
-        Inval::All | Inval::AllNonGlobal => (true, true),
+        Inval::Asid(asid) | Inval::AsidOfThread { asid, .. } => (tlb.may_hold(asid), true),
+        Inval::All | Inval::AllNonGlobal | Inval::Thread { .. } => (true, true),
     };
     Still { asid, block }
 }
 
-/// Completes `op` on the `n` CPUs `cpus`: each that may hold what it removes
-/// and is not among `applied` (those that applied it when it reached them)
-/// applies it now.
-fn complete_inval(n: usize, cpus: &mut [CpuState], holders: &mut Holders, op: Inval, applied: &[u32]) {
-    holders.candidates(n, op, |cpu| {
-        let tlb = &mut cpus[cpu].tlb;
+/// Completes `op` on the CPUs `cpus`, whose TLBs are `tlbs`: each that may
+/// hold what it removes and is not among `applied` (those that applied it
+/// when it reached them) applies it now.
+fn complete_inval(cpus: &[CpuState], tlbs: &mut [Tlb], holders: &mut Holders, op: Inval, applied: &[u32]) {
+    holders.candidates(cpus.len(), op, |cpu| {
+        let st = &cpus[cpu];
+        let mut tlb = ThreadTlb::new(&mut tlbs[st.tlb_at as usize], st.thread, st.tlb_shared);
         if !applied.contains(&(cpu as u32)) {
             tlb.invalidate(op);
         }
-        still(tlb, op)
+        still(&tlb, op)
     });
 }
 
@@ -805,10 +872,10 @@ impl Hw for CpuHw<'_> {
         let old = std::mem::replace(&mut m.cpus[self.cpu.get()].root, root);
         m.root_ref(root);
         m.root_unref(old);
-        let st = &mut m.cpus[self.cpu.get()];
-        st.asid = asid.get();
+        let cpu = self.cpu.get();
+        m.cpus[cpu].asid = asid.get();
         if !noflush {
-            st.tlb.invalidate(Inval::Asid(asid.get()));
+            m.tlb(cpu).invalidate(Inval::Asid(asid.get()));
             m.counters.local_invalidations += 1;
             m.counters.full_flushes += 1;
             cost += m.costs.root_write_flush;
@@ -827,10 +894,11 @@ impl Hw for CpuHw<'_> {
         match scope {
             Scope::Local => {
                 m.counters.local_invalidations += 1;
-                let st = &mut m.cpus[self.cpu.get()];
-                let current = st.asid;
+                let cpu = self.cpu.get();
+                let current = m.cpus[cpu].asid;
+                let mut tlb = m.tlb(cpu);
                 Machine::tlb_ops(op, |inv| {
-                    st.tlb.invalidate(inv);
+                    tlb.invalidate(inv);
                 });
                 // A local range is one instruction (arm64 `TLBI RVAE1`). On x86 a page
                 // of a PCID other than CR3's cannot be INVLPG, which acts on the
@@ -1015,7 +1083,7 @@ mod tests {
     fn machine(busy: u64) -> Machine {
         let p = preset::named("emag");
         let g = p.tlb;
-        let cpus = (0..3).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..3).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         let mut m = Machine::new(p.costs, cpus.collect(), p.cores_per_socket);
         m.cpus[1].busy_until = busy;
         m
@@ -1067,7 +1135,7 @@ mod tests {
         let shared = IrqCosts { entry: 200, dispatch: 600, exit: 160 };
         let machine = |idle: Option<usize>| {
             let g = p.tlb;
-            let cpus = (0..4).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+            let cpus = (0..4).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
             let mut m = Machine::new(p.costs, cpus.collect(), p.cores_per_socket);
             m.set_smt_irq(Some(SmtIrq { threads: p.threads, alone, shared }));
             for c in (0..4).filter(|&c| Some(c) != idle) {
@@ -1110,7 +1178,7 @@ mod tests {
     fn westmere(n: usize) -> Machine {
         let p = preset::named("westmere");
         let g = p.tlb;
-        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         Machine::new(p.costs, cpus.collect(), p.cores_per_socket)
     }
 
@@ -1204,7 +1272,7 @@ mod tests {
     fn sent_to(targets: impl IntoIterator<Item = usize>) -> u64 {
         let p = preset::named("icx8358");
         let g = p.tlb;
-        let cpus = (0..40).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..40).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         let mut m = Machine::new(p.costs, cpus.collect(), 40);
         let mask = CpuMask::new(40);
         targets.into_iter().for_each(|t| mask.set(CpuId(t as u32)));
@@ -1283,7 +1351,7 @@ mod tests {
     fn altra(n: usize, cores_per_socket: usize) -> Machine {
         let p = preset::named("altra");
         let g = p.tlb;
-        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         Machine::new(p.costs, cpus.collect(), cores_per_socket)
     }
 
@@ -1299,7 +1367,7 @@ mod tests {
     fn altra_limited(n: usize, cores_per_socket: usize) -> Machine {
         let p = preset::named("altra");
         let g = p.tlb;
-        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         Machine::new(limited_costs(), cpus.collect(), cores_per_socket)
     }
 

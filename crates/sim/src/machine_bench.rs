@@ -17,7 +17,7 @@
 
 use crate::coherence::KLine;
 use crate::locks::SpinLock;
-use crate::machine::{CpuState, Machine};
+use crate::machine::Machine;
 use crate::preset::Preset;
 use crate::tlb::Tlb;
 
@@ -25,7 +25,7 @@ use crate::tlb::Tlb;
 fn machine(preset: &Preset, a: usize, b: usize) -> Machine {
     let g = preset.tlb;
     let n = a.max(b) + 1;
-    let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+    let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
     Machine::new(preset.costs, cpus.collect(), preset.cores_per_socket)
         .with_ccx(preset.cores_per_ccx)
         .with_clock(preset.freq_ghz)

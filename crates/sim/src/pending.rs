@@ -233,7 +233,7 @@ impl Pending {
 
 #[cfg(test)]
 mod tests {
-    use crate::machine::{CpuHw, CpuState, Machine};
+    use crate::machine::{CpuHw, Machine};
     use crate::preset::{self, Preset};
     use crate::tlb::{Tlb, TlbEntry};
     use tlbkit_policy::{Asid, Barrier, Domain, Hw, Scope, Tlbi, VirtAddr};
@@ -245,7 +245,7 @@ mod tests {
     /// under `ASID`, filled at time 0.
     fn machine(p: Preset, n: usize) -> Machine {
         let g = p.tlb;
-        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         let mut m = Machine::new(p.costs, cpus.collect(), p.cores_per_socket);
         for cpu in 1..n {
             m.fill(cpu, entry(), false, 0);
@@ -260,7 +260,7 @@ mod tests {
     /// Returns whether `cpu`, translating at `t`, hits on `VA`.
     fn hits(m: &mut Machine, cpu: usize, t: u64) -> bool {
         m.catch_up(cpu, t);
-        m.cpus[cpu].tlb.lookup_entry(VA, ASID).is_some()
+        m.tlb(cpu).lookup_entry(VA, ASID).is_some()
     }
 
     /// CPU 0 issues `TLBI VAE1IS` (or `INVLPGB`) of `VA` at 0; returns its
@@ -320,7 +320,7 @@ mod tests {
         // visit it), then refills in the window; CPU 1 refills after the
         // invalidation reached it, which keeps that entry.
         let mut m = machine(preset::named("altra"), 3);
-        m.cpus[2].tlb.invalidate(crate::tlb::Inval::All);
+        m.tlb(2).invalidate(crate::tlb::Inval::All);
         let issued = broadcast(&mut m);
         let reach = m.pending_for(1);
         m.fill(2, entry(), false, issued);
@@ -339,7 +339,7 @@ mod tests {
         // an invalidation no TLB held in flight, so a later fill lost its
         // fresh entry when the invalidation came due.
         let mut m = machine(preset::named("altra"), 2);
-        m.cpus[1].tlb.invalidate(crate::tlb::Inval::All);
+        m.tlb(1).invalidate(crate::tlb::Inval::All);
         let issued = broadcast(&mut m);
         barrier(&mut m, issued, Barrier::Dsb(Domain::InnerShareable));
         m.fill(1, entry(), false, issued);

@@ -604,7 +604,7 @@ pub struct Preset {
 }
 
 /// The hardware threads of a core (SMT) and how they share it
-/// (`threads_per_core` and `smt_share` in a machine file).
+/// (`threads_per_core`, `smt_share` and `smt_tlbs` in a machine file).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CoreThreads {
     /// Threads per core: 1, or the threads a core runs at once, each a CPU of
@@ -616,16 +616,28 @@ pub struct CoreThreads {
     /// one-thread speed each gets for the software it runs (the kernel's
     /// paths and the programs' own computing): 1 is a core each.
     pub share: f64,
+    /// Whether the threads share the core's TLBs, walk cache and page walkers
+    /// competitively (each entry its filling thread's, every thread's entries
+    /// competing for the same slots: `crate::tlb::ThreadTlb`), as on Intel's
+    /// and AMD's cores; false: each thread has its own.
+    pub tlbs: bool,
 }
 
 impl CoreThreads {
     /// One thread per core: nothing shared.
-    pub const ONE: CoreThreads = CoreThreads { per_core: 1, share: 1.0 };
+    pub const ONE: CoreThreads = CoreThreads { per_core: 1, share: 1.0, tlbs: false };
 
     /// Returns whether a run's cores are shared by their threads: where they
     /// have more than one, unless `--set smt=off` (`smt` `Some(false)`).
     pub fn shared(self, smt: Option<bool>) -> bool {
         self.per_core > 1 && smt != Some(false)
+    }
+
+    /// Returns whether a run's cores share their TLBs between their threads:
+    /// where the cores are shared ([`CoreThreads::shared`]) and their TLBs
+    /// are ([`CoreThreads::tlbs`]).
+    pub fn tlbs_shared(self, smt: Option<bool>) -> bool {
+        self.shared(smt) && self.tlbs
     }
 
     /// Returns the other CPUs of `cpu`'s core among `ncpus`, on a machine of

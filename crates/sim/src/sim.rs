@@ -124,7 +124,7 @@ pub use kswapd::{watermarks, Watermarks};
 pub use memcg::{ReclaimStats, SWAP_CLUSTER_MAX};
 
 use crate::frames::{FrameKind, Frames, Freed, ZERO_PFN};
-use crate::machine::{CpuHw, CpuState, HwCounters, Machine};
+use crate::machine::{CpuHw, HwCounters, Machine};
 use crate::noise::Noise;
 use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
@@ -639,7 +639,7 @@ impl Sim {
     pub fn new<P: Policy + 'static>(cfg: SimConfig, policy: P) -> Self {
         let g = cfg.preset.tlb;
         let n = cfg.ncpus;
-        let cpus = (0..n).map(|_| CpuState::new(Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries)));
+        let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         let noise = if cfg.noise { Noise::from_seed(cfg.seed) } else { Noise::off() };
         let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket)
             .with_ccx(cfg.preset.cores_per_ccx)
@@ -690,6 +690,9 @@ impl Sim {
         };
         sim.oracle.strict = sim.cfg.strict;
         sim.m.set_smt_irq(smt_share.as_ref().map(smt::Smt::irq));
+        if sim.cfg.preset.threads.tlbs_shared(sim.cfg.smt) {
+            sim.m.share_tlbs(sim.cfg.preset.threads);
+        }
         sim.timing.set_smt(smt_share);
         // Kernel text and data: 4 x 2 MB blocks, global.
         for b in 0..4u64 {
@@ -716,7 +719,7 @@ impl Sim {
     /// TLBs, the CPU states and the run queues were given.
     fn back_with_huge_pages(&self) {
         use crate::host::{hull, span};
-        let tlbs = self.m.cpus.iter().map(|c| c.tlb.heap_bounds());
+        let tlbs = self.m.tlb_heap_bounds();
         let (lo, hi) = hull(tlbs.chain([span(&self.m.cpus), span(self.scheduler.cpu_states())]));
         crate::host::back_with_huge_pages(lo, hi);
     }

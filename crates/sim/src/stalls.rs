@@ -349,10 +349,9 @@ impl Stalls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tlb::Tlb;
 
     fn cpus(n: usize) -> Vec<CpuState> {
-        (0..n).map(|_| CpuState::new(Tlb::new(1, 1, 1, 0))).collect()
+        (0..n).map(CpuState::new).collect()
     }
 
     #[test]

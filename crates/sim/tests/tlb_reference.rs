@@ -20,7 +20,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::{contextualize_config, RngSeed, TestRunner};
 use tlbkit_sim::tlb::TableRef;
-use tlbkit_sim::tlb::{block_bucket, Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
+use tlbkit_sim::tlb::{block_bucket, thread_of, thread_va, Hit, Inval, SweepRule, Tlb, TlbEntry};
+use tlbkit_sim::tlb::{F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 
 /// A slot of the reference's caches: what it holds and when it was last used
 /// (the reference clock's tick of its last fill or hit).
@@ -67,14 +68,17 @@ fn same(a: &TlbEntry, b: &TlbEntry) -> bool {
 }
 
 /// Returns whether invalidation `op` removes an entry of `asid` (or a global
-/// one), `covers` saying whether the entry covers an address.
-fn removes(op: Inval, covers: impl Fn(u64) -> bool, asid: u16, global: bool) -> bool {
+/// one) filled by hardware thread `thread` of a core whose threads share the
+/// TLB, `covers` saying whether the entry covers an address.
+fn removes(op: Inval, covers: impl Fn(u64) -> bool, asid: u16, global: bool, thread: u8) -> bool {
     match op {
         Inval::Va { asid: a, va } => !global && asid == a && covers(va),
         Inval::VaAll { va } => covers(va),
         Inval::Asid(a) => !global && asid == a,
         Inval::All => true,
         Inval::AllNonGlobal => !global,
+        Inval::AsidOfThread { asid: a, thread: t } => !global && asid == a && thread == t,
+        Inval::Thread { thread: t, global: g } => (g || !global) && thread == t,
     }
 }
 
@@ -151,13 +155,15 @@ impl RefTlb {
     fn invalidate(&mut self, op: Inval) -> usize {
         let mut n = 0;
         for s in self.l1.iter_mut().chain(self.l2.iter_mut()) {
-            if s.held.is_some_and(|e| removes(op, |va| e.tag == va >> e.shift(), e.asid, e.global())) {
+            let gone = |e: TlbEntry| removes(op, |va| e.tag == va >> e.shift(), e.asid, e.global(), thread_of(e.va()));
+            if s.held.is_some_and(gone) {
                 s.held = None;
                 n += 1;
             }
         }
         for s in &mut self.pwc {
-            if s.held.is_some_and(|w| removes(op, |va| w.block == va >> 21, w.asid, w.global)) {
+            if s.held.is_some_and(|w| removes(op, |va| w.block == va >> 21, w.asid, w.global, thread_of(w.block << 21)))
+            {
                 s.held = None;
             }
         }
@@ -368,6 +374,17 @@ enum Op {
         global: bool,
     },
     Settle,
+    /// A lookup or a fill by the other hardware thread of a core whose
+    /// threads share the TLB: at the page's address as that thread's entries
+    /// are keyed (`tlbkit_sim::tlb::ThreadTlb`), competing for the same slots.
+    Sibling {
+        page: u16,
+        asid: u16,
+        fill: bool,
+        global: bool,
+        truth: Truth,
+        speculative: bool,
+    },
 }
 
 fn entry(va: u64, asid: u16, size: Size, global: bool, t: Truth, serial: usize) -> TlbEntry {
@@ -605,12 +622,17 @@ fn check(g: (usize, usize, usize, usize), ops: &[Op]) -> Result<Reached, TestCas
             }
             Op::Invalidate { kind, page, asid } => {
                 let va = va_of(page);
-                let op = match kind % 16 {
+                let op = match kind % 20 {
                     0..=5 => Inval::Va { asid, va },
                     6..=8 => Inval::VaAll { va },
                     9..=12 => Inval::Asid(asid),
                     13 | 14 => Inval::AllNonGlobal,
-                    _ => Inval::All,
+                    15 => Inval::All,
+                    // A sibling thread's (`Op::Sibling`), by its addresses or narrowed to it.
+                    16 => Inval::Va { asid, va: thread_va(va, 1) },
+                    17 => Inval::AsidOfThread { asid, thread: kind / 20 % 2 },
+                    18 => Inval::Thread { thread: kind / 20 % 2, global: false },
+                    _ => Inval::Thread { thread: kind / 20 % 2, global: true },
                 };
                 let mut dry = t.model.clone();
                 let removes = dry.invalidate(op) > 0 || dry.walks() != t.model.walks();
@@ -649,6 +671,14 @@ fn check(g: (usize, usize, usize, usize), ops: &[Op]) -> Result<Reached, TestCas
             Op::Settle => {
                 t.real.settle();
                 t.seen = Seen::default();
+            }
+            Op::Sibling { page, asid, fill, global, truth, speculative } => {
+                let va = thread_va(va_of(page), 1);
+                if fill {
+                    t.fill(entry(va, asid, Size::Small, global, truth, step), speculative);
+                } else {
+                    t.lookup(va, asid)?;
+                }
             }
         }
         compare(&t.real, &t.model, step, op)?;
@@ -750,6 +780,9 @@ fn op(conts: bool) -> impl Strategy<Value = Op> {
         1 => (page(), asid(), any::<bool>(), prop::bool::weighted(0.1))
             .prop_map(|(page, asid, cont, global)| Op::Overlap { page, asid, cont, global }),
         1 => Just(Op::Settle),
+        4 => (page(), asid(), any::<bool>(), prop::bool::weighted(0.1), truth(), any::<bool>()).prop_map(
+            |(page, asid, fill, global, truth, speculative)| Op::Sibling { page, asid, fill, global, truth, speculative }
+        ),
     ]
 }
 

@@ -53,14 +53,27 @@ const TOP: &[(&str, Kind)] = &[
     ("meltdown", Kind::Flag),
     ("threads_per_core", Kind::Count),
     ("smt_share", Kind::Float),
+    ("smt_tlbs", Kind::Flag),
 ];
 
 /// The top-level fields a file may leave out, with the value and source they
 /// then take: a machine without SMT, whatever its file's age.
-const DEFAULTS: &[(&str, i64, &str)] = &[
-    ("threads_per_core", 1, "one hardware thread per core: no SMT unless the machine's file says so"),
-    ("smt_share", 1, "unused: one hardware thread per core"),
+const DEFAULTS: &[(&str, Default, &str)] = &[
+    ("threads_per_core", Default::Count(1), "one hardware thread per core: no SMT unless the machine's file says so"),
+    ("smt_share", Default::Count(1), "unused: one hardware thread per core"),
+    (
+        "smt_tlbs",
+        Default::Flag(false),
+        "each thread's TLBs its own unless the machine's file says its cores share them",
+    ),
 ];
+
+/// A default of [`DEFAULTS`].
+#[derive(Clone, Copy)]
+enum Default {
+    Count(i64),
+    Flag(bool),
+}
 
 /// Keys a file has besides its fields.
 const META: &[&str] = &["name", "base", "estimates", "tlb", "costs_cycles"];
@@ -417,8 +430,11 @@ fn estimates(v: &toml::Value, file: &str) -> Result<Vec<Estimate>, MachineFileEr
 fn fill_defaults(merged: &mut BTreeMap<String, (Entry, String)>, file: &str) {
     for (key, value, source) in DEFAULTS {
         if !merged.contains_key(*key) {
-            let e =
-                Entry { value: Value::Given(toml::Value::Integer(*value)), source: Source::Given(source.to_string()) };
+            let value = match *value {
+                Default::Count(n) => toml::Value::Integer(n),
+                Default::Flag(b) => toml::Value::Boolean(b),
+            };
+            let e = Entry { value: Value::Given(value), source: Source::Given(source.to_string()) };
             merged.insert(key.to_string(), (e, file.to_string()));
         }
     }
@@ -562,7 +578,11 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
         tlbi_range: flag("tlbi_range")?,
         invpcid: flag("invpcid")?,
         meltdown: flag("meltdown")?,
-        threads: CoreThreads { per_core: count("threads_per_core")?, share: float("smt_share")? },
+        threads: CoreThreads {
+            per_core: count("threads_per_core")?,
+            share: float("smt_share")?,
+            tlbs: flag("smt_tlbs")?,
+        },
         costs,
         estimates,
         cost_sources,

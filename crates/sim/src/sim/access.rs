@@ -84,7 +84,7 @@ impl Sim {
         self.m.catch_up(cpu, now);
         let rule = SweepRule { asid: self.m.cpus[cpu].asid, uid, min_ver: self.pt.max_floor(), write };
         let pt = &mut self.pt;
-        let done = self.m.cpus[cpu].tlb.sweep(va, pages, &rule, |e| {
+        let done = self.m.tlb(cpu).sweep(va, pages, &rule, |e| {
             if write {
                 pt.set_written(e.pte);
             }
@@ -249,7 +249,7 @@ impl Sim {
         for _attempt in 0..3 {
             self.m.catch_up(cpu, now);
             let asid = self.m.cpus[cpu].asid;
-            let hit = self.m.cpus[cpu].tlb.lookup_entry(va, asid);
+            let hit = self.m.tlb(cpu).lookup_entry(va, asid);
             if let Some((h, e)) = hit {
                 if matches!(h, Hit::L2(_)) {
                     self.stats.mmu.l1_tlb_misses += 1;
@@ -338,7 +338,7 @@ impl Sim {
         let spec = spec.is_some();
         self.m.catch_up(cpu, at);
         let asid = self.m.cpus[cpu].asid;
-        let pwc_hit = self.m.cpus[cpu].tlb.pwc_lookup(va, asid, kernel);
+        let pwc_hit = self.m.tlb(cpu).pwc_lookup(va, asid, kernel);
         let w = self.pt.walk(root, va);
         let loads = match (w, pwc_hit) {
             (Some(_), true) => 1,
@@ -398,7 +398,7 @@ impl Sim {
             ver: pte.ver,
             pte: w.pte,
         };
-        if self.m.cpus[cpu].tlb.may_hold_cont() {
+        if self.m.tlb(cpu).may_hold_cont() {
             self.check_overlap(cpu, &e, *now);
         }
         self.m.fill(cpu, e, spec, at);
@@ -620,7 +620,7 @@ impl Sim {
             }
         } else {
             // A stale, weaker entry: the PTE already allows the access.
-            self.m.cpus[cpu].tlb.invalidate(Inval::VaAll { va });
+            self.m.tlb(cpu).invalidate(Inval::VaAll { va });
             now += c.local.tlbi_local_va;
         }
         now

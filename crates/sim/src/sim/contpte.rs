@@ -213,7 +213,7 @@ impl Sim {
             if let Some(r) = self.random_valid(e.pte) {
                 self.pt.pte_mut(r).flags |= P_DIRTY;
             }
-            self.m.cpus[cpu].tlb.set_cont_dirty(va, e.asid);
+            self.m.tlb(cpu).set_cont_dirty(va, e.asid);
         }
     }
 
@@ -291,7 +291,7 @@ impl Sim {
     /// `e`, which it is about to fill.
     #[inline(never)]
     pub(super) fn check_overlap(&mut self, cpu: usize, e: &TlbEntry, now: u64) {
-        if let Some(o) = self.m.cpus[cpu].tlb.overlap(e) {
+        if let Some(o) = self.m.tlb(cpu).overlap(e) {
             let size = |x: &TlbEntry| if x.cont() { "64 KB" } else { "4 KB" };
             let detail = format!(
                 "fills a {} entry (asid {}) while holding a {} entry at {:#x} for the same page",
@@ -332,8 +332,8 @@ impl Sim {
         let block = va & !(BLOCK - 1);
         let runs_mm = self.scheduler.cpu(cpu).cur().is_some_and(|t| self.scheduler.thread(t).mm() == mm);
         self.m.catch_up(cpu, now);
-        let tlb = &self.m.cpus[cpu].tlb;
-        let writer = tlb.cont_entries(block, asid).find(|e| runs_mm && e.flags & F_WRITE != 0).copied();
+        let tlb = self.m.tlb(cpu);
+        let writer = tlb.cont_entries(block, asid).find(|e| runs_mm && e.flags & F_WRITE != 0);
         match writer.filter(|_| self.rng.next_u64() & 1 == 0) {
             Some(e) => {
                 let Some(r) = self.random_valid(e.pte) else {
@@ -586,7 +586,7 @@ impl Sim {
             return self.flush_unflushed(cpu, mm, "write-fault", owed, t);
         }
         // A stale, weaker entry: the PTE already allows the access.
-        self.m.cpus[cpu].tlb.invalidate(Inval::VaAll { va });
+        self.m.tlb(cpu).invalidate(Inval::VaAll { va });
         now += c.local.tlbi_local_va;
         now
     }

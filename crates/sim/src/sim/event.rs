@@ -182,7 +182,7 @@ impl Sim {
         for (_, _, cpu) in self.events.soon(PREFETCH_EVENTS) {
             let c = &self.m.cpus[*cpu as usize];
             prefetch_bytes(c, std::mem::size_of::<crate::machine::CpuState>());
-            c.tlb.prefetch();
+            self.m.tlb_whole(*cpu as usize).prefetch();
             prefetch_bytes(self.scheduler.cpu(*cpu as usize), std::mem::size_of::<CpuSched>());
         }
         // The thread needs its CPU's scheduler state, fetched an event ago

@@ -183,7 +183,7 @@ impl Sim {
         let mut found: Vec<(TlbEntry, Option<u32>, u64)> = Vec::new();
         let mut exempt = 0;
         let pt = &self.pt;
-        self.m.cpus[cpu].tlb.for_each(|e| {
+        self.m.tlb(cpu).for_each(|e| {
             if !e.usable_under(asid) {
                 return;
             }
@@ -217,7 +217,7 @@ impl Sim {
             }
         });
         let mut walks = Vec::new();
-        self.m.cpus[cpu].tlb.for_each_walk(|w| {
+        self.m.tlb(cpu).for_each_walk(|w| {
             let usable = if w.global { true } else { cur.is_some() && w.asid == asid };
             if usable && pt.table_freed(w.table) {
                 walks.push(w);

@@ -14,10 +14,16 @@
 //! outside its core (cache lines from other cores, memory, IPI delivery, TLB
 //! walks' loads, the TLB instructions) costs what it costs alone.
 //!
-//! What stays apart: the siblings' TLBs and page walkers are each CPU's own
-//! (Intel's are competitively shared between the threads, their entries
-//! tagged by thread). The scheduler knows the cores: fork balancing and a
-//! wake-up's `select_idle_sibling` take a wholly idle core before an idle
+//! Where the machine's file says so (`smt_tlbs`, every x86 preset: the TLB
+//! sharing masks CPUID gives Intel's parts, one core's two threads), a core's threads also share
+//! its TLBs and walk cache, competitively: each entry is the filling
+//! thread's alone, and both threads' entries compete for the same slots
+//! ([`crate::tlb::ThreadTlb`], [`crate::machine::Machine::share_tlbs`]); and
+//! its page walkers, of which each thread has half while both run (the
+//! overlap of a multi-page touch's walks, `walkers`; an even split of a
+//! competitive share, an estimate). The L1D's fill buffers (`mlp`) and the
+//! caches stay each CPU's own. The scheduler knows the cores: fork
+//! balancing and a wake-up's `select_idle_sibling` take a wholly idle core before an idle
 //! thread of a busy one (`crate::sched::fork`, `sim/scheduler.rs`). The
 //! costs are chosen once per event, by the CPU the event is
 //! on, except an interrupt's entry, dispatch and exit, which follow the
@@ -71,6 +77,11 @@ impl Smt {
             &mut k.zap_folio,
         ] {
             *c = stretch(*c);
+        }
+        // The core's page walkers, where its threads share them with its
+        // TLBs: half each while both run (a competitive share, split evenly).
+        if preset.threads.tlbs {
+            shared.walkers = (alone.walkers / preset.threads.per_core as u64).max(1);
         }
         Some(Smt { threads: preset.threads, alone, shared, share_1024, now_shared: false })
     }
@@ -161,6 +172,76 @@ mod tests {
         assert!(together > 4_900_000 && together < 5_300_000, "one core's two threads: {together} cycles");
     }
 
+    /// A thread that maps `pages` pages, writes each, then reads them all
+    /// `laps` times over.
+    #[derive(Clone)]
+    struct Reader {
+        pages: u64,
+        laps: u64,
+        va: u64,
+        step: u64,
+    }
+
+    impl Program for Reader {
+        fn next(&mut self, ret: u64) -> Op {
+            self.step += 1;
+            match self.step {
+                1 => Op::Sys(Sys::Mmap { pages: self.pages, write: true }),
+                2 => {
+                    self.va = ret;
+                    Op::Touch { va: self.va, pages: self.pages, write: true }
+                }
+                s if s <= 2 + self.laps => Op::Touch { va: self.va, pages: self.pages, write: false },
+                _ => Op::Exit,
+            }
+        }
+    }
+
+    /// A process's first thread, which starts a [`Reader`] bound to each of
+    /// `cpus` and exits.
+    struct Launch {
+        cpus: Vec<usize>,
+        reader: Reader,
+    }
+
+    impl Program for Launch {
+        fn next(&mut self, _: u64) -> Op {
+            match self.cpus.pop() {
+                Some(cpu) => Op::Sys(Sys::CloneOn(cpu, Box::new(self.reader.clone()))),
+                None => Op::Exit,
+            }
+        }
+    }
+
+    /// The page walks of two [`Reader`]s of `pages` pages read `laps` times,
+    /// on skx8170's CPUs 0 and `other`.
+    fn walks(other: usize, smt: Option<bool>, pages: u64, laps: u64) -> u64 {
+        let cfg = SimConfig { max_mms: 4, smt, ..SimConfig::quiet(preset::named("skx8170"), 52, 1) };
+        let mut sim = Sim::new(cfg, LinuxX86::new(52, 4, true));
+        let reader = Reader { pages, laps, va: 0, step: 0 };
+        sim.spawn(Box::new(Launch { cpus: vec![0, other], reader })).unwrap();
+        sim.run();
+        assert!(sim.error.is_none(), "{:?}", sim.error);
+        sim.stats.mmu.page_walks
+    }
+
+    #[test]
+    fn a_cores_threads_compete_for_its_tlbs() {
+        // skx8170's STLB holds 1,536 entries: one thread's 1,000 pages fit,
+        // two threads' 2,000 do not. On two cores (or with smt=off) each
+        // thread walks each page twice, when it faults it in (the walk that
+        // finds no PTE, and the one after the fault); on one core's two
+        // threads, whose entries share the slots, they go on walking at
+        // every lap.
+        let (pages, laps) = (1000, 8);
+        let apart = walks(1, None, pages, laps);
+        let off = walks(26, Some(false), pages, laps);
+        let together = walks(26, None, pages, laps);
+        assert!(apart < 4 * pages + pages / 10, "two cores: {apart} walks");
+        assert_eq!(off, apart, "smt=off: a TLB each");
+        assert!(together > apart + laps * pages, "one core's two threads: {together} walks against {apart}");
+    }
+
     #[test]
     fn a_cores_threads_are_a_socket_apart_by_half_its_cpus() {
         // skx8170: 52 CPUs a socket, 26 cores of 2 threads.
@@ -188,6 +269,9 @@ mod tests {
         assert_eq!(shared.lines.cacheline_transfer, alone.lines.cacheline_transfer);
         assert_eq!(shared.local.tlbi_local_va, alone.local.tlbi_local_va);
         assert_eq!(shared.ipi.ipi_deliver, alone.ipi.ipi_deliver);
+        // The core's two page walkers: one each while both threads run.
+        assert_eq!((alone.walkers, shared.walkers), (2, 1));
+        assert_eq!(shared.mlp, alone.mlp, "the fill buffers are not shared in the model");
         assert_eq!(smt.compute(614), 1024);
         smt.begin(false);
         assert_eq!(smt.compute(614), 614);

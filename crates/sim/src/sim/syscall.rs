@@ -38,8 +38,7 @@ impl Sim {
             // These end in a flush of the address space whose first reads on
             // the issuing TLB (its ASID filter and count) a large machine's
             // other CPUs have long evicted from the host's cache.
-            let c = &self.m.cpus[cpu];
-            c.tlb.prefetch_asid(c.asid);
+            self.m.tlb_whole(cpu).prefetch_asid(self.m.cpus[cpu].asid);
         }
         // mmap_lock: for writing while the VMAs change, for reading while only
         // their pages do; munmap writes, then reads while it zaps.
@@ -193,7 +192,7 @@ impl Sim {
         let va = self.kern.kmap_slot();
         let kroot = self.kern.kernel_root();
         // The copy below looks each page up: fetch its TLB sets while the PTEs are entered.
-        self.m.cpus[cpu].tlb.prefetch_l2(va, pages);
+        self.m.prefetch_l2(cpu, va, pages);
         // pmap_qenter: one global PTE store per page. The pool's PTEs are invalid
         // between cycles, so entering them needs no invalidation (FreeBSD
         // invalidates only when an old PTE was valid).

@@ -77,7 +77,7 @@ fn a_lazy_cpus_stale_leaf_entry_is_exempt_and_judged_once_it_runs_the_mm_again()
     // Supersede every leaf entry cpu0 holds for the process, as a flushed change
     // the lazy CPU was skipped for would.
     let mut held = Vec::new();
-    sim.m.cpus[0].tlb.for_each(|e| {
+    sim.m.tlb(0).for_each(|e| {
         if e.va() < KERNEL_BASE && e.mm_uid == sim.kern.mm(mm).uid() {
             held.push(e.pte);
         }
@@ -162,7 +162,7 @@ fn wrprotect_pte_3(sim: &mut Sim, va: u64, base: PteRef, flushed: bool) {
         sim.oracle.obligations[obl as usize].discharged = Some(now);
         sim.pt.raise_floor(base + 3, seq, obl);
     }
-    sim.m.cpus[0].tlb.invalidate(Inval::All);
+    sim.m.tlb(0).invalidate(Inval::All);
 }
 
 #[test]

@@ -120,6 +120,14 @@ pub enum Inval {
     All,
     /// Every non-global entry.
     AllNonGlobal,
+    /// Non-global entries of `asid` filled by hardware thread `thread` of a
+    /// core whose threads share the TLB ([`super::ThreadTlb`]): what
+    /// [`Inval::Asid`] from that thread removes there.
+    AsidOfThread { asid: u16, thread: u8 },
+    /// Entries filled by hardware thread `thread` of a shared TLB, the global
+    /// ones too if `global`: what [`Inval::All`] (`global`) and
+    /// [`Inval::AllNonGlobal`] from that thread remove there.
+    Thread { thread: u8, global: bool },
 }
 
 impl Inval {
@@ -131,8 +139,33 @@ impl Inval {
             Inval::Asid(a) => !e.global() && e.asid == a,
             Inval::All => true,
             Inval::AllNonGlobal => !e.global(),
+            Inval::AsidOfThread { asid, thread } => !e.global() && e.asid == asid && thread_of(e.va()) == thread,
+            Inval::Thread { thread, global } => (global || !e.global()) && thread_of(e.va()) == thread,
         }
     }
+}
+
+/// The lowest bit of a virtual address that a shared TLB tags with the
+/// hardware thread that filled the entry ([`thread_va`]).
+const THREAD_SHIFT: u32 = 52;
+
+/// Returns `va` as the TLB of a core whose threads share it keys an entry
+/// of hardware thread `thread`: bits 52 to 55, which no address the
+/// simulator translates uses (user addresses are below 2^48, kernel ones
+/// from `0xffff_0000_0000_0000` have them all set), flipped by the thread's
+/// number. Thread 0's addresses are its own: a TLB no two threads share
+/// sees exactly the addresses it always did.
+#[inline(always)]
+pub fn thread_va(va: u64, thread: u8) -> u64 {
+    va ^ (u64::from(thread) << THREAD_SHIFT)
+}
+
+/// Returns the hardware thread whose address [`thread_va`] made `va`.
+#[inline]
+pub fn thread_of(va: u64) -> u8 {
+    // A kernel address (bit 63 set) had bits 52 to 55 all set before.
+    let canonical = if va >> 63 == 1 { 0xf } else { 0 };
+    (((va >> THREAD_SHIFT) ^ canonical) & 0xf) as u8
 }
 
 /// Returns the key of an entry in the tag mirrors: `tag << 2` with the size code

@@ -12,7 +12,7 @@ impl Tlb {
     pub fn invalidate(&mut self, op: Inval) -> usize {
         let mut l1 = self.l1.settled(&self.l2, &mut self.summary);
         match op {
-            Inval::Va { asid, .. } | Inval::Asid(asid)
+            Inval::Va { asid, .. } | Inval::Asid(asid) | Inval::AsidOfThread { asid, .. }
                 if !self.summary.may_hold(asid) || !self.summary.asid_counted(asid) =>
             {
                 return 0
@@ -24,7 +24,9 @@ impl Tlb {
         let conts = self.summary.conts;
         let keys = match op {
             Inval::Va { va, .. } | Inval::VaAll { va } => Some(keys_of(va, conts)),
-            Inval::Asid(_) | Inval::All | Inval::AllNonGlobal => None,
+            Inval::Asid(_) | Inval::All | Inval::AllNonGlobal | Inval::AsidOfThread { .. } | Inval::Thread { .. } => {
+                None
+            }
         };
         let n = if conts {
             l1.invalidate::<true>(op, keys, &mut self.summary) + self.invalidate_l2::<true>(op, keys)
@@ -38,6 +40,7 @@ impl Tlb {
             }
             // Global entries are not in the ASID filter.
             Inval::AllNonGlobal => self.summary.clear_asids(),
+            // The other threads' entries stay: the filter and the flag with them.
             _ => {}
         }
         n
@@ -47,8 +50,8 @@ impl Tlb {
     /// many L2 entries went. `keys`: as for [`super::l1::L1::invalidate`].
     #[inline]
     fn invalidate_l2<const CONT: bool>(&mut self, op: Inval, keys: Option<(u64, u64, u64)>) -> usize {
-        if let Inval::Asid(a) = op {
-            let n = self.invalidate_l2_asid(a);
+        if let Inval::Asid(a) | Inval::AsidOfThread { asid: a, .. } = op {
+            let n = self.invalidate_l2_asid(op, a);
             self.pwc.invalidate(op, None, &mut self.summary);
             return n;
         }
@@ -63,8 +66,8 @@ impl Tlb {
                 self.l2.set(va >> SHIFT_2M),
                 if CONT { self.l2.set(va >> SHIFT_64K) } else { 0..0 },
             ),
-            Inval::All | Inval::AllNonGlobal => (0..self.l2.entries.len(), 0..0, 0..0),
-            Inval::Asid(_) => unreachable!("removed by invalidate_l2_asid"),
+            Inval::All | Inval::AllNonGlobal | Inval::Thread { .. } => (0..self.l2.entries.len(), 0..0, 0..0),
+            Inval::Asid(_) | Inval::AsidOfThread { .. } => unreachable!("removed by invalidate_l2_asid"),
         };
         let b = if b == a { 0..0 } else { b };
         let c = if c == a || c == b { 0..0 } else { c };
@@ -97,9 +100,10 @@ impl Tlb {
         self.l2.asids[i] = NO_ASID;
     }
 
-    /// Removes the L2's non-global entries of `asid`: the slots whose tag mirror
-    /// names it, found 64 at a time. Returns how many went.
-    fn invalidate_l2_asid(&mut self, asid: u16) -> usize {
+    /// Removes the L2's non-global entries of `asid` that `op` removes (all of
+    /// them, or one thread's): the slots whose tag mirror names it, found 64 at
+    /// a time. Returns how many went.
+    fn invalidate_l2_asid(&mut self, op: Inval, asid: u16) -> usize {
         let mut n = 0;
         let len = self.l2.asids.len();
         for c in 0..len.div_ceil(64) {
@@ -111,8 +115,10 @@ impl Tlb {
                 m &= m - 1;
                 let e = &self.l2.entries[i];
                 debug_assert!(e.valid && !e.global() && e.asid == asid);
-                self.remove_l2(i);
-                n += 1;
+                if op.removes(e) {
+                    self.remove_l2(i);
+                    n += 1;
+                }
             }
         }
         n

@@ -169,7 +169,7 @@ impl L1 {
             }
             // By ASID only the slots whose tag mirror names it.
             None => match op {
-                Inval::Asid(a) => equal_mask(&self.asids, a as u32),
+                Inval::Asid(a) | Inval::AsidOfThread { asid: a, .. } => equal_mask(&self.asids, a as u32),
                 _ => u64::MAX >> (64 - self.len()),
             },
         };

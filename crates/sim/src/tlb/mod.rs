@@ -80,16 +80,18 @@ mod summary;
 mod sweep;
 #[cfg(test)]
 mod tests;
+mod thread;
 
 /// The page-table incarnation a walk-cache entry names (the page tables are the
 /// simulator's own; the TLB's users see only this handle).
 pub use crate::pagetable::TableRef;
-pub use entry::{Hit, Inval, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
+pub use entry::{thread_of, thread_va, Hit, Inval, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
 pub(crate) use hints::prefetch_bytes;
 pub use pwc::WalkEntry;
 pub use slots::MAX_L1_ENTRIES;
 pub use summary::{asid_bucket, block_bucket, ASID_BUCKETS, BLOCK_BUCKETS};
 pub use sweep::SweepRule;
+pub use thread::ThreadTlb;
 
 use crate::pagetable::SHIFT_2M;
 use l2::L2;
@@ -191,8 +193,8 @@ impl Tlb {
         match op {
             Inval::Va { asid, va } => self.may_hold(asid) && self.may_hold_block(va),
             Inval::VaAll { va } => self.may_hold_block(va),
-            Inval::Asid(asid) => self.may_hold(asid),
-            Inval::All | Inval::AllNonGlobal => true,
+            Inval::Asid(asid) | Inval::AsidOfThread { asid, .. } => self.may_hold(asid),
+            Inval::All | Inval::AllNonGlobal | Inval::Thread { .. } => true,
         }
     }
 

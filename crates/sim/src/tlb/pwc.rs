@@ -3,7 +3,7 @@
 //! replacement ([`Slots`]), keyed by the 2 MB block number, tagged with an
 //! ASID unless it caches a kernel (TTBR1) walk.
 
-use super::entry::{equal_mask, Inval, NO_ASID};
+use super::entry::{equal_mask, thread_of, Inval, NO_ASID};
 use super::slots::Slots;
 use super::summary::Summary;
 use crate::pagetable::{TableRef, SHIFT_2M};
@@ -32,6 +32,10 @@ impl PwcEntry {
             Inval::Asid(a) => !self.global && self.asid == a,
             Inval::All => true,
             Inval::AllNonGlobal => !self.global,
+            Inval::AsidOfThread { asid, thread } => {
+                !self.global && self.asid == asid && thread_of(self.key << SHIFT_2M) == thread
+            }
+            Inval::Thread { thread, global } => (global || !self.global) && thread_of(self.key << SHIFT_2M) == thread,
         }
     }
 }
@@ -134,7 +138,7 @@ impl Pwc {
         // every one.
         let mut m = match (op, k2) {
             (_, Some(k2)) => self.slots.candidates(k2),
-            (Inval::Asid(a), None) => equal_mask(&self.asids, a as u32),
+            (Inval::Asid(a) | Inval::AsidOfThread { asid: a, .. }, None) => equal_mask(&self.asids, a as u32),
             _ => u64::MAX >> (64 - n),
         };
         while m != 0 {
