@@ -506,6 +506,16 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 12))
     }
 
+    /// Returns whether a sync wake-up's "the waker runs alone" test
+    /// (`wake_affine_idle`) counts the waker's CPU's tasks without those whose
+    /// dequeue is delayed: Linux from v6.15 (aa3ee4f0b754 "sched/fair: Fixup
+    /// wake_up_sync() vs DELAYED_DEQUEUE", also in v6.12's stable releases from
+    /// July 2025, which the model's v6.12 is not); `--set sync_skip_delayed`
+    /// overrides it.
+    pub fn sync_skip_delayed(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 15))
+    }
+
     /// Returns whether x86 page-table isolation is on by default on a CPU
     /// affected by Meltdown: Linux from v4.15 (aa8c6248f8c7 "x86/mm/pti: Add
     /// infrastructure for page table isolation"; `pti_check_boottime_disable`

@@ -424,6 +424,7 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
             ttwu_queue: mp.wake.ttwu_queue,
             last_buddy: mp.wake.last_buddy,
             delay_dequeue: mp.wake.delay_dequeue,
+            sync_skip_delayed: mp.wake.sync_skip_delayed,
             kswapd: mp.mm.kswapd,
         },
         noise: mp.noise,
@@ -557,6 +558,9 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     }
     if let Some(on) = mp.wake.delay_dequeue {
         pv.insert("delay_dequeue".into(), word(on));
+    }
+    if let Some(on) = mp.wake.sync_skip_delayed {
+        pv.insert("sync_skip_delayed".into(), word(on));
     }
     if let Some(on) = mp.mm.kswapd {
         pv.insert("kswapd".into(), word(on));

@@ -254,6 +254,12 @@ pub struct KernelChoices {
     /// kernel does ([`crate::preset::Kernel::delay_dequeue`], v6.12 on).
     /// EEVDF runs only.
     pub delay_dequeue: Option<bool>,
+    /// Whether a sync wake-up's "the waker runs alone" test leaves the
+    /// waker's CPU's delayed tasks out (`Some(true)`), counts them
+    /// (`Some(false)`), or does as the preset's kernel does (`None`:
+    /// [`crate::preset::Kernel::sync_skip_delayed`], v6.15 on). EEVDF runs
+    /// with delayed dequeue only.
+    pub sync_skip_delayed: Option<bool>,
     /// Whether a workload whose pressure is the machine's memory
     /// ([`Sim::set_machine_memory`]) runs it as NUMA nodes' memory with their
     /// watermarks and a `kswapd` thread each (`Some(true)` or `None`, Linux
@@ -656,6 +662,7 @@ impl Sim {
         let tun = Tunables {
             last_buddy: cfg.kernel.last_buddy != Some(false),
             delay_dequeue: cfg.kernel.delay_dequeue.unwrap_or(cfg.preset.kernel.delay_dequeue()),
+            sync_skip_delayed: cfg.kernel.sync_skip_delayed.unwrap_or(cfg.preset.kernel.sync_skip_delayed()),
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

@@ -80,6 +80,8 @@ pub(super) struct WakeSwitches {
     pub(super) last_buddy: Option<bool>,
     /// `--set delay_dequeue`, if given.
     pub(super) delay_dequeue: Option<bool>,
+    /// `--set sync_skip_delayed`, if given.
+    pub(super) sync_skip_delayed: Option<bool>,
 }
 
 /// The switches of the kernel's memory management: swap, reclaim's and
@@ -218,7 +220,13 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         teardown_set: false,
         noise: true,
         smt: None,
-        wake: WakeSwitches { cpuidle: true, ttwu_queue: None, last_buddy: None, delay_dequeue: None },
+        wake: WakeSwitches {
+            cpuidle: true,
+            ttwu_queue: None,
+            last_buddy: None,
+            delay_dequeue: None,
+            sync_skip_delayed: None,
+        },
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();

@@ -316,6 +316,19 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
+        key: "sync_skip_delayed",
+        doc: "on|off: Linux machines only, under EEVDF with delay_dequeue; a sync wake-up (a pipe's) goes to the \
+         waker's CPU when the waker runs alone there, counting the CPU's tasks without those asleep in its queue, \
+         their dequeue delayed (default: the kernel's, on from v6.15: aa3ee4f0b754 \"sched/fair: Fixup \
+         wake_up_sync() vs DELAYED_DEQUEUE\"; off: the delayed tasks counted, as v6.12 to v6.14 count them)",
+        applies_to: String::new,
+        set: |s| {
+            linux_only(s.preset, s.key, s.value, "whose scheduler has no delayed dequeue")?;
+            s.mp.wake.sync_skip_delayed = Some(s.on_off()?);
+            Ok(())
+        },
+    },
+    Switch {
         key: "kswapd",
         doc: "on|off: Linux machines only; a workload whose memory pressure is the machine's (vm-scalability's \
          lru-file-mmap-read and swap cases) runs it as each NUMA node's memory with its min, low and high \

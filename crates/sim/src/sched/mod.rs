@@ -128,6 +128,11 @@ pub struct Tunables {
     /// EEVDF's DELAY_DEQUEUE (v6.12, [`eevdf`]): the kernel's, unless `--set
     /// delay_dequeue` says otherwise; off in [`Tunables::new`].
     pub delay_dequeue: bool,
+    /// Whether a sync wake-up's "the waker runs alone" test (`wake_affine_idle`)
+    /// leaves the waker's CPU's delayed tasks out of its count (aa3ee4f0b754,
+    /// v6.15): the kernel's, unless `--set sync_skip_delayed` says otherwise;
+    /// off in [`Tunables::new`].
+    pub sync_skip_delayed: bool,
 }
 
 impl Tunables {
@@ -160,6 +165,7 @@ impl Tunables {
             affine_prev_idle: new_kernel,
             last_buddy: true,
             delay_dequeue: false,
+            sync_skip_delayed: false,
         }
     }
 }

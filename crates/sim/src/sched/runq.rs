@@ -50,11 +50,13 @@ pub struct RunQueue {
     sum_w: i64,
     /// Queued tasks not bound to this CPU.
     movable: u32,
+    /// Queued tasks asleep, their dequeue delayed (`cfs_h_nr_delayed`).
+    delayed: u32,
 }
 
 impl Default for RunQueue {
     fn default() -> Self {
-        RunQueue { q: VecDeque::new(), min_vruntime: VRUNTIME_BASE, sum_key: 0, sum_w: 0, movable: 0 }
+        RunQueue { q: VecDeque::new(), min_vruntime: VRUNTIME_BASE, sum_key: 0, sum_w: 0, movable: 0, delayed: 0 }
     }
 }
 
@@ -80,6 +82,12 @@ impl RunQueue {
     #[inline]
     pub fn movable(&self) -> u32 {
         self.movable
+    }
+
+    /// Returns the number of queued tasks asleep, their dequeue delayed.
+    #[inline]
+    pub fn delayed(&self) -> u32 {
+        self.delayed
     }
 
     /// Returns the queued tasks in key order.
@@ -113,6 +121,7 @@ impl RunQueue {
         self.sum_key = self.sum_key.wrapping_add(self.rel(e.key).wrapping_mul(i64::from(e.weight)));
         self.sum_w += i64::from(e.weight);
         self.movable += u32::from(!e.pinned);
+        self.delayed += u32::from(e.delayed);
     }
 
     /// Takes the task at `at`.
@@ -122,6 +131,7 @@ impl RunQueue {
         self.sum_key = self.sum_key.wrapping_sub(self.rel(e.key).wrapping_mul(i64::from(e.weight)));
         self.sum_w -= i64::from(e.weight);
         self.movable -= u32::from(!e.pinned);
+        self.delayed -= u32::from(e.delayed);
         Some(e)
     }
 
@@ -178,5 +188,9 @@ mod tests {
         assert_eq!((rq.min_vruntime, rq.sums().0), (3, (2 + 2 + 6) * 1024));
         rq.remove(rq.position(9).unwrap());
         assert_eq!(rq.movable(), 3);
+        rq.insert(Queued { delayed: true, ..q(7, 5) });
+        assert_eq!(rq.delayed(), 1);
+        rq.remove(rq.position(5).unwrap());
+        assert_eq!(rq.delayed(), 0);
     }
 }

@@ -22,7 +22,8 @@
 //!   the waker and wakee switch partners too often (`wake_wide`), the waker's
 //!   CPU or the wakee's previous one by `wake_affine` (WA_IDLE: an idle waker
 //!   CPU sharing cache with the previous one, a sync wake-up onto a waker
-//!   running alone, an idle previous CPU (v6.x); then WA_WEIGHT, loads compared
+//!   running alone (from v6.15 its delayed tasks not counted:
+//!   `sim/scheduler/delayed.rs`), an idle previous CPU (v6.x); then WA_WEIGHT, loads compared
 //!   with half the domain's `imbalance_pct` as bias), then
 //!   `select_idle_sibling`: the target if idle, the previous CPU if idle and
 //!   sharing cache, else, scanning the target's cache domain from the CPU

@@ -449,7 +449,11 @@ fn a_busy_node_takes_a_task_from_a_busier_one_at_its_balance() {
 /// simulator, the spinner's CPU, the other CPU (idle), the spinner, the
 /// sleeper and `now`.
 fn spinner_asleep_while_ahead(delay_dequeue: bool) -> (Sim, usize, usize, usize, usize, u64) {
-    let kernel = KernelChoices { delay_dequeue: Some(delay_dequeue), ..KernelChoices::default() };
+    spinner_asleep_under(KernelChoices { delay_dequeue: Some(delay_dequeue), ..KernelChoices::default() })
+}
+
+/// [`spinner_asleep_while_ahead`] under the kernel's choices `kernel`.
+fn spinner_asleep_under(kernel: KernelChoices) -> (Sim, usize, usize, usize, usize, u64) {
     let cfg = SimConfig {
         sched: SchedKind::Eevdf,
         migration: true,
@@ -500,6 +504,30 @@ fn eevdf_delays_the_dequeue_of_a_task_that_sleeps_ahead_and_wakes_it_where_it_is
     assert_eq!(off.scheduler.load_of(c), 1);
     off.wake(spin, other, now, false);
     assert_eq!(off.scheduler.thread(spin).cpu(), other);
+}
+
+#[test]
+fn from_v6_15_a_sync_wakeup_leaves_the_wakers_delayed_tasks_out_of_running_alone() {
+    // The waker (the task that ran after the spinner) runs on CPU c, the
+    // spinner asleep in its queue; the wakee last ran on the idle CPU.
+    let under = |skip: Option<bool>| {
+        let kernel = KernelChoices { delay_dequeue: Some(true), sync_skip_delayed: skip, ..KernelChoices::default() };
+        let (sim, c, other, spin, _, _) = spinner_asleep_under(kernel);
+        assert!(sim.scheduler.is_delayed(spin) && sim.scheduler.load_of(c) == 2);
+        assert_eq!(sim.scheduler.cpu(c).runq().delayed(), 1);
+        (sim.scheduler.wake_affine(c, other, true), c, other)
+    };
+    // altra's kernel (v6.9) counts the delayed spinner: two tasks, so the
+    // wakee goes back to its idle CPU.
+    let (v6_9, _, other) = under(None);
+    assert_eq!(v6_9, other);
+    let (off, _, other) = under(Some(false));
+    assert_eq!(off, other);
+    // From v6.15 the waker runs alone: the wakee comes to its CPU.
+    let (on, c, _) = under(Some(true));
+    assert_eq!(on, c);
+    use preset::Kernel;
+    assert!(Kernel::Linux(6, 15).sync_skip_delayed() && !Kernel::Linux(6, 14).sync_skip_delayed());
 }
 
 #[test]

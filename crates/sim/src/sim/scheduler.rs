@@ -756,12 +756,15 @@ impl Scheduler {
     }
 
     /// `wake_affine`: the waker's CPU `this` or the wakee's previous one.
-    fn wake_affine(&self, this: usize, prev: usize, sync: bool) -> usize {
+    pub(super) fn wake_affine(&self, this: usize, prev: usize, sync: bool) -> usize {
         // WA_IDLE (`wake_affine_idle`).
         if self.idle(this) && self.share_cache(this, prev) {
             return if self.idle(prev) { prev } else { this };
         }
-        if sync && self.loads[this] == 1 {
+        // The waker runs alone: from v6.15 the tasks asleep in the queue,
+        // their dequeue delayed, are not counted (`cfs_h_nr_delayed`).
+        let asleep = if self.tun.sync_skip_delayed { self.sched[this].runq.delayed() } else { 0 };
+        if sync && self.loads[this] - asleep == 1 {
             return this;
         }
         if self.tun.affine_prev_idle && self.idle(prev) {

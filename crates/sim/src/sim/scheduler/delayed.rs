@@ -24,9 +24,15 @@
 //!   never by an idle CPU's pull (`migrate_task`, `migrate_util`), and stays
 //!   delayed on its new CPU.
 //!
-//! Not modelled: v6.13's `h_nr_delayed` (76f2f783294d), which leaves delayed
-//! tasks out of a sync wake-up's "the waker runs alone" test and of PELT's
-//! runnable signal (the model has no PELT); v6.13's PLACE_REL_DEADLINE, which
+//! - **A sync wake-up** (`wake_affine_idle`): from v6.15 (aa3ee4f0b754
+//!   "sched/fair: Fixup wake_up_sync() vs DELAYED_DEQUEUE", `--set
+//!   sync_skip_delayed`) its "the waker runs alone" test counts the waker's
+//!   CPU's tasks without the delayed ones (`nr_running - cfs_h_nr_delayed`);
+//!   v6.12 to v6.14 count them, so a waker with a delayed task behind it
+//!   does not take the wakee.
+//!
+//! Not modelled: v6.13's `h_nr_delayed` in PELT's runnable signal
+//! (76f2f783294d; the model has no PELT); v6.13's PLACE_REL_DEADLINE, which
 //! keeps a moved task's deadline relative to its virtual runtime.
 
 use super::{Scheduler, State};
