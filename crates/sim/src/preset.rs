@@ -9,7 +9,7 @@
 //! `docs/costs/<preset>.md`. Costs are per machine, never per claim: every
 //! workload and policy on a preset uses the same table.
 
-use crate::sched::SchedKind;
+use crate::sched::{RecentUsed, SchedKind};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -504,6 +504,18 @@ impl Kernel {
     /// delay_dequeue` overrides it.
     pub fn delay_dequeue(self) -> bool {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 12))
+    }
+
+    /// Returns how a wake-up's `select_idle_sibling` uses the wakee's
+    /// recently used CPU ([`RecentUsed`]): not before Linux v4.17, the
+    /// waker's record v4.17 to v5.14, the wakee's previous CPU from v5.15;
+    /// never on FreeBSD.
+    pub fn recent_used(self) -> RecentUsed {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (5, 15) => RecentUsed::Prev,
+            Kernel::Linux(a, b) if (a, b) >= (4, 17) => RecentUsed::Waker,
+            _ => RecentUsed::Never,
+        }
     }
 
     /// Returns whether a sync wake-up's "the waker runs alone" test

@@ -30,6 +30,24 @@ pub mod runq;
 
 pub use runq::{Queued, RunQueue};
 
+/// How a wake-up's `select_idle_sibling` uses the wakee's recently used CPU
+/// (`p->recent_used_cpu`), by kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RecentUsed {
+    /// Not at all (before v4.17).
+    #[default]
+    Never,
+    /// v4.17 to v5.14 (32e839dda3ba): an idle recently used CPU sharing the
+    /// target's cache is taken, and the wakee's record becomes its previous
+    /// CPU then only; the *waker*'s record becomes the waker's CPU at every
+    /// affine wake-up it makes (`current->recent_used_cpu = cpu`).
+    Waker,
+    /// From v5.15 (89aafd67f28c "sched/fair: Use prev instead of new target
+    /// as recent_used_cpu"): the same test, and the wakee's record becomes
+    /// its previous CPU at every wake-up that reaches it.
+    Prev,
+}
+
 /// The scheduler a simulated kernel runs: the preset's kernel's, unless
 /// `--set sched=` says otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -133,6 +151,9 @@ pub struct Tunables {
     /// v6.15): the kernel's, unless `--set sync_skip_delayed` says otherwise;
     /// off in [`Tunables::new`].
     pub sync_skip_delayed: bool,
+    /// How wake-ups use the wakee's recently used CPU: the kernel's
+    /// ([`crate::preset::Kernel::recent_used`]); never in [`Tunables::new`].
+    pub recent_used: RecentUsed,
 }
 
 impl Tunables {
@@ -166,6 +187,7 @@ impl Tunables {
             last_buddy: true,
             delay_dequeue: false,
             sync_skip_delayed: false,
+            recent_used: RecentUsed::Never,
         }
     }
 }

@@ -26,12 +26,14 @@
 //!   `sim/scheduler/delayed.rs`), an idle previous CPU (v6.x); then WA_WEIGHT, loads compared
 //!   with half the domain's `imbalance_pct` as bias), then
 //!   `select_idle_sibling`: the target if idle, the previous CPU if idle and
-//!   sharing cache, else, scanning the target's cache domain from the CPU
-//!   after it, the first CPU of a wholly idle core where a core's threads
-//!   share it (`select_idle_core`), else the first idle CPU (SIS_PROP and
-//!   SIS_UTIL's scan limits, `recent_used_cpu` and v5.13's
-//!   `select_idle_smt`, an idle thread of the previous CPU's core when no
-//!   core is idle, not modelled).
+//!   sharing cache, the wakee's recently used CPU if idle and sharing the
+//!   target's cache (`recent_used_cpu`, v4.17 on: [`crate::sched::RecentUsed`]
+//!   says how the record moves), else, scanning the target's cache domain
+//!   from the CPU after it, the first CPU of a wholly idle core where a
+//!   core's threads share it (`select_idle_core`), else the first idle CPU
+//!   (SIS_PROP and SIS_UTIL's scan limits and v5.13's `select_idle_smt`, an
+//!   idle thread of the previous CPU's core when no core is idle, not
+//!   modelled).
 //!   A thread bound to a CPU (`CloneOn`) stays there; with `migration=off`
 //!   every thread wakes on its previous CPU. Pipe wake-ups are sync, as
 //!   `pipe_write`'s and `pipe_read`'s `wake_up_interruptible_sync_poll`.
@@ -208,6 +210,8 @@ impl Sim {
     /// Places the new thread `tid` on `cpu` (from `from`) and queues it there
     /// (`wake_up_new_task`).
     pub(super) fn enqueue_new(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
+        // `wake_up_new_task`: the parent's CPU, before fork balancing chose.
+        self.scheduler.thread_mut(tid).recent_used_cpu = from;
         if self.scheduler.tun().kind.is_fair() {
             self.scheduler.update_curr(cpu, now);
             self.scheduler.place(tid, cpu, cpu, true);

@@ -393,6 +393,8 @@ fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
     for (smt, expect) in [(None, 22), (Some(false), 21)] {
         let mut sim = x86("icx8336c", 64, smt);
         let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+        // Its recently used CPU is its previous one: no candidate of its own.
+        sim.scheduler.thread_mut(wakee).recent_used_cpu = 20;
         set_loads(&mut sim, &busy);
         assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), expect, "smt {smt:?}");
     }
@@ -402,6 +404,43 @@ fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
     let loads: Vec<u32> = (0..64).map(|c| u32::from(c < 16 || c == 20)).collect();
     set_loads(&mut sim, &loads);
     assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 21);
+}
+
+#[test]
+fn a_wakeup_takes_the_wakees_recently_used_cpu_when_it_is_idle() {
+    // icx8336c (v6.1, from v5.15's rule): CPUs 20 (the wakee's previous
+    // one, the target) and 3 busy, CPU 7 (its recently used one) idle.
+    let mut loads = vec![0; 64];
+    (loads[20], loads[3]) = (1, 1);
+    let mut sim = x86("icx8336c", 64, None);
+    let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    set_loads(&mut sim, &loads);
+    sim.scheduler.thread_mut(wakee).recent_used_cpu = 7;
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 7, "not the scan's first idle CPU, 21");
+    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 20, "its record is now its previous CPU");
+    // A busy recently used CPU: the scan, and the record moves all the same (v5.15 on).
+    sim.scheduler.thread_mut(wakee).recent_used_cpu = 3;
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 21);
+    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 20);
+    // v5.10 (skx8170): the record moves only when taken, and an affine
+    // wake-up makes the waker's CPU the waker's record.
+    let mut sim = x86("skx8170", 104, None);
+    let waker = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
+    let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    let this = sim.scheduler.thread(waker).cpu();
+    sim.scheduler.run(this, waker, 0);
+    sim.scheduler.thread_mut(wakee).recent_used_cpu = 3;
+    let mut loads = vec![0; 104];
+    (loads[this], loads[3], loads[20]) = (1, 1, 1);
+    set_loads(&mut sim, &loads);
+    sim.scheduler.select_task_rq(wakee, 20, this, false);
+    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 3, "v5.10 keeps a record it did not take");
+    assert_eq!(sim.scheduler.thread(waker).recent_used_cpu, this);
+    use crate::sched::RecentUsed;
+    use preset::Kernel;
+    assert_eq!(Kernel::Linux(4, 16).recent_used(), RecentUsed::Never);
+    assert_eq!(Kernel::Linux(4, 17).recent_used(), RecentUsed::Waker);
+    assert_eq!(Kernel::Linux(5, 15).recent_used(), RecentUsed::Prev);
 }
 
 #[test]

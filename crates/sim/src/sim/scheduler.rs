@@ -35,7 +35,7 @@ mod delayed;
 mod thread;
 use super::balance::NewIdle;
 use crate::sched::fork::ForkDomains;
-use crate::sched::{cfs, eevdf, wake_wide, Queued, RunQueue, SchedKind, Tunables, NR_MIGRATE};
+use crate::sched::{cfs, eevdf, wake_wide, Queued, RecentUsed, RunQueue, SchedKind, Tunables, NR_MIGRATE};
 use std::cmp::Reverse;
 pub(super) use thread::{Retry, State, Thread};
 use tlbkit_policy::MmId;
@@ -746,7 +746,14 @@ impl Scheduler {
             .cur
             .is_some_and(|w| wake_wide(self.threads[w].se.wakee_flips, self.threads[tid].se.wakee_flips, llc_size));
         let target = if !wide && this != prev { self.wake_affine(this, prev, sync) } else { prev };
-        self.select_idle_sibling(prev, target)
+        let cpu = self.select_idle_sibling(tid, prev, target);
+        if self.tun.recent_used == RecentUsed::Waker && !wide {
+            // v4.17 to v5.14: `current->recent_used_cpu = cpu` (want_affine).
+            if let Some(w) = self.sched[this].cur {
+                self.threads[w].recent_used_cpu = this;
+            }
+        }
+        cpu
     }
 
     /// Returns whether CPUs `a` and `b` share a cache (LLC) domain.
@@ -794,12 +801,25 @@ impl Scheduler {
     /// comes first (`select_idle_core`, while the cache domain has one:
     /// `test_idle_cores`, here exact where the kernel keeps a hint that a
     /// failed scan clears).
-    fn select_idle_sibling(&self, prev: usize, target: usize) -> usize {
+    fn select_idle_sibling(&mut self, tid: usize, prev: usize, target: usize) -> usize {
         if self.idle(target) {
             return target;
         }
         if prev != target && self.share_cache(prev, target) && self.idle(prev) {
             return prev;
+        }
+        // A recently used CPU, idle and sharing the target's cache (v4.17 on).
+        if self.tun.recent_used != RecentUsed::Never {
+            let t = &mut self.threads[tid];
+            let recent = t.recent_used_cpu;
+            if self.tun.recent_used == RecentUsed::Prev {
+                t.recent_used_cpu = prev;
+            }
+            let allowed = !t.pinned;
+            if recent != prev && recent != target && self.share_cache(recent, target) && self.idle(recent) && allowed {
+                self.threads[tid].recent_used_cpu = prev;
+                return recent;
+            }
         }
         let llc = self.sched[target].llc as usize;
         if self.idle_llc[llc] == 0 {

@@ -62,6 +62,9 @@ pub(in crate::sim) struct Thread {
     pub(super) pinned: bool,
     /// Its scheduling entity (the fair classes).
     pub(super) se: Entity,
+    /// `p->recent_used_cpu`: a CPU it ran on lately, which a wake-up takes
+    /// when it is idle (`sched::RecentUsed`); its parent's CPU when new.
+    pub(in crate::sim) recent_used_cpu: usize,
 }
 
 impl Thread {
@@ -91,6 +94,7 @@ impl Thread {
             tstruct,
             pinned,
             se: Entity::default(),
+            recent_used_cpu: cpu,
         }
     }
 
