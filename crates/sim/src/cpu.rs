@@ -4,6 +4,7 @@
 //! (`machine.rs`) holds one per CPU, and the TLBs, one per core; the DVM
 //! queues (`stalls.rs`) charge their stalls to it.
 
+use crate::tlb::{ThreadTlb, Tlb};
 use tlbkit_policy::{MmId, Root};
 
 /// One CPU's translation state.
@@ -66,6 +67,14 @@ impl CpuState {
             csq_taken: 0,
             csq_end: 0,
         }
+    }
+}
+
+impl CpuState {
+    /// Returns this CPU's view of its TLBs among the machine's `tlbs`.
+    #[inline(always)]
+    pub fn tlb_in<'a>(&self, tlbs: &'a mut [Tlb]) -> ThreadTlb<'a> {
+        ThreadTlb::new(&mut tlbs[self.tlb_at as usize], self.thread, self.tlb_shared)
     }
 }
 

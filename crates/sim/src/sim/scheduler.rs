@@ -747,8 +747,9 @@ impl Scheduler {
             .is_some_and(|w| wake_wide(self.threads[w].se.wakee_flips, self.threads[tid].se.wakee_flips, llc_size));
         let target = if !wide && this != prev { self.wake_affine(this, prev, sync) } else { prev };
         let cpu = self.select_idle_sibling(tid, prev, target);
-        if self.tun.recent_used == RecentUsed::Waker && !wide {
-            // v4.17 to v5.14: `current->recent_used_cpu = cpu` (want_affine).
+        if self.tun.recent_used == RecentUsed::Waker && !wide && !self.threads[tid].pinned {
+            // v4.17 to v5.14: `current->recent_used_cpu = cpu` (want_affine:
+            // not a wide wake-up, and the wakee allowed on the waker's CPU).
             if let Some(w) = self.sched[this].cur {
                 self.threads[w].recent_used_cpu = this;
             }
