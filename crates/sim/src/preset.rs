@@ -506,6 +506,16 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 12))
     }
 
+    /// Returns whether a wake-up that finds no wholly idle core in the
+    /// target's cache domain takes an idle thread of the previous CPU's core
+    /// before scanning for any idle CPU: Linux from v5.13 (c722f35b513f
+    /// "sched/fair: Bring back select_idle_smt(), but differently"). v4.9 to
+    /// v5.11 tried the target's siblings after a failed scan, which in the
+    /// model (no scan limits) finds nothing the scan did not.
+    pub fn idle_smt_prev(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 13))
+    }
+
     /// Returns how a wake-up's `select_idle_sibling` uses the wakee's
     /// recently used CPU ([`RecentUsed`]): not before Linux v4.17, the
     /// waker's record v4.17 to v5.14, the wakee's previous CPU from v5.15;

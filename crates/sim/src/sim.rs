@@ -664,6 +664,7 @@ impl Sim {
             delay_dequeue: cfg.kernel.delay_dequeue.unwrap_or(cfg.preset.kernel.delay_dequeue()),
             sync_skip_delayed: cfg.kernel.sync_skip_delayed.unwrap_or(cfg.preset.kernel.sync_skip_delayed()),
             recent_used: cfg.preset.kernel.recent_used(),
+            idle_smt_prev: cfg.preset.kernel.idle_smt_prev(),
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

@@ -154,6 +154,10 @@ pub struct Tunables {
     /// How wake-ups use the wakee's recently used CPU: the kernel's
     /// ([`crate::preset::Kernel::recent_used`]); never in [`Tunables::new`].
     pub recent_used: RecentUsed,
+    /// Whether a wake-up that finds no wholly idle core takes an idle thread
+    /// of the previous CPU's core before scanning (`select_idle_smt`, v5.13
+    /// on: c722f35b513f); off in [`Tunables::new`].
+    pub idle_smt_prev: bool,
 }
 
 impl Tunables {
@@ -188,6 +192,7 @@ impl Tunables {
             delay_dequeue: false,
             sync_skip_delayed: false,
             recent_used: RecentUsed::Never,
+            idle_smt_prev: false,
         }
     }
 }

@@ -30,10 +30,9 @@
 //!   target's cache (`recent_used_cpu`, v4.17 on: [`crate::sched::RecentUsed`]
 //!   says how the record moves), else, scanning the target's cache domain
 //!   from the CPU after it, the first CPU of a wholly idle core where a
-//!   core's threads share it (`select_idle_core`), else the first idle CPU
-//!   (SIS_PROP and SIS_UTIL's scan limits and v5.13's `select_idle_smt`, an
-//!   idle thread of the previous CPU's core when no core is idle, not
-//!   modelled).
+//!   core's threads share it (`select_idle_core`); with none, from v5.13 an
+//!   idle thread of the previous CPU's core (`select_idle_smt`); else the
+//!   first idle CPU (SIS_PROP and SIS_UTIL's scan limits not modelled).
 //!   A thread bound to a CPU (`CloneOn`) stays there; with `migration=off`
 //!   every thread wakes on its previous CPU. Pipe wake-ups are sync, as
 //!   `pipe_write`'s and `pipe_read`'s `wake_up_interruptible_sync_poll`.

@@ -407,6 +407,36 @@ fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
 }
 
 #[test]
+fn with_no_idle_core_a_wakeup_takes_an_idle_thread_of_the_previous_cpus_core_from_v5_13() {
+    // icx8336c (v6.1): node 0's cache domain is CPUs 0 to 31, core c CPUs c
+    // and c + 16. Every CPU of it busy but 21 (core 5's second thread) and
+    // 23 (core 7's): no core is wholly idle. The wakee last ran on CPU 7;
+    // the target, CPU 20, is busy. The scan from 21 would take 21;
+    // `select_idle_smt` takes CPU 7's idle sibling, 23.
+    let mut loads = vec![0; 64];
+    for c in (0..32).filter(|&c| c != 21 && c != 23) {
+        loads[c] = 1;
+    }
+    let pick = |kernel: Option<preset::Kernel>| {
+        let mut p = preset::named("icx8336c");
+        if let Some(k) = kernel {
+            p.kernel = k;
+        }
+        use tlbkit_policy::asid::LinuxX86;
+        let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(p, 64, 1) };
+        let mut sim = Sim::new(cfg, LinuxX86::new(64, 16, true));
+        let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+        sim.scheduler.thread_mut(wakee).recent_used_cpu = 7;
+        set_loads(&mut sim, &loads);
+        sim.scheduler.select_task_rq(wakee, 7, 20, false)
+    };
+    assert_eq!(pick(None), 23);
+    // v5.12 had no such step: the scan's first idle CPU.
+    assert_eq!(pick(Some(preset::Kernel::Linux(5, 12))), 21);
+    assert!(preset::Kernel::Linux(5, 13).idle_smt_prev() && !preset::Kernel::Linux(5, 12).idle_smt_prev());
+}
+
+#[test]
 fn a_wakeup_takes_the_wakees_recently_used_cpu_when_it_is_idle() {
     // icx8336c (v6.1, from v5.15's rule): CPUs 20 (the wakee's previous
     // one, the target) and 3 busy, CPU 7 (its recently used one) idle.

@@ -834,6 +834,14 @@ impl Scheduler {
             if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
                 return c;
             }
+            // No core wholly idle: from v5.13 an idle thread of the previous
+            // CPU's core, where it shares the target's cache (`select_idle_smt`).
+            if self.tun.idle_smt_prev && self.share_cache(prev, target) {
+                let in_llc = |c: usize| (lo..hi).contains(&c);
+                if let Some(c) = d.core(prev).find(|&c| c != prev && in_llc(c) && self.idle(c)) {
+                    return c;
+                }
+            }
         }
         scan.find(|&c| self.idle(c)).unwrap_or(target)
     }
