@@ -410,9 +410,9 @@ fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
 fn with_no_idle_core_a_wakeup_takes_an_idle_thread_of_the_previous_cpus_core_from_v5_13() {
     // icx8336c (v6.1): node 0's cache domain is CPUs 0 to 31, core c CPUs c
     // and c + 16. Every CPU of it busy but 21 (core 5's second thread) and
-    // 23 (core 7's): no core is wholly idle. The wakee last ran on CPU 7;
-    // the target, CPU 20, is busy. The scan from 21 would take 21;
-    // `select_idle_smt` takes CPU 7's idle sibling, 23.
+    // 23 (core 7's): no core is wholly idle. The wakee last ran on CPU 7 and
+    // is woken from CPU 20: the scan of the cache domain would take 21, its
+    // first idle CPU; `select_idle_smt` takes CPU 7's idle sibling, 23.
     let mut loads = vec![0; 64];
     for c in (0..32).filter(|&c| c != 21 && c != 23) {
         loads[c] = 1;
