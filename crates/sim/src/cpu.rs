@@ -68,9 +68,7 @@ impl CpuState {
             csq_end: 0,
         }
     }
-}
 
-impl CpuState {
     /// Returns this CPU's view of its TLBs among the machine's `tlbs`.
     #[inline(always)]
     pub fn tlb_in<'a>(&self, tlbs: &'a mut [Tlb]) -> ThreadTlb<'a> {

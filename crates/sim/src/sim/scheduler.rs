@@ -771,9 +771,11 @@ impl Scheduler {
         }
         // The waker runs alone: from v6.15 the tasks asleep in the queue,
         // their dequeue delayed, are not counted (`cfs_h_nr_delayed`).
-        let asleep = if self.tun.sync_skip_delayed { self.sched[this].runq.delayed() } else { 0 };
-        if sync && self.loads[this] - asleep == 1 {
-            return this;
+        if sync {
+            let asleep = if self.tun.sync_skip_delayed { self.sched[this].runq.delayed() } else { 0 };
+            if self.loads[this] - asleep == 1 {
+                return this;
+            }
         }
         if self.tun.affine_prev_idle && self.idle(prev) {
             return prev;

@@ -54,13 +54,6 @@ impl<'a> ThreadTlb<'a> {
         ThreadTlb { tlb, thread, shared }
     }
 
-    /// Returns the TLB that this thread's view is of, for the operations that
-    /// read no entry (prefetches, bounds).
-    #[inline(always)]
-    pub fn whole(&self) -> &Tlb {
-        self.tlb
-    }
-
     /// Returns `va` as the shared TLB keys this thread's entries.
     #[inline(always)]
     fn va(&self, va: u64) -> u64 {
