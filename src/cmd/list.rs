@@ -12,7 +12,7 @@ use tlbkit_sim::catalog;
 use tlbkit_sim::metrics::METRICS;
 use tlbkit_sim::oracle::Property;
 use tlbkit_sim::preset;
-use tlbkit_sim::run::SWITCHES;
+use tlbkit_sim::run::all_switches;
 use tlbkit_sim::workload::WORKLOADS;
 
 /// `tlbkit list`'s flags.
@@ -196,7 +196,7 @@ fn machines() -> (Value, String) {
     );
     text.push_str("machine and kernel parameters (--set KEY=VALUE, with every workload):\n");
     let mut t = Table::new(&[Align::Left, Align::Left]).indented("  ");
-    for s in SWITCHES {
+    for s in all_switches() {
         t.row([s.key, s.doc]);
     }
     text.push_str(&t.render());

@@ -6,7 +6,7 @@
 
 use crate::metrics::METRICS;
 use crate::preset;
-use crate::run::SWITCHES;
+use crate::run::all_switches;
 use crate::workload::WORKLOADS;
 use serde_json::{json, Value};
 use tlbkit_registry::POLICIES;
@@ -49,7 +49,7 @@ pub fn machines() -> Value {
             })
         })
         .collect();
-    let keys: Vec<Value> = SWITCHES.iter().map(|s| json!({"key": s.key, "meaning": s.doc})).collect();
+    let keys: Vec<Value> = all_switches().map(|s| json!({"key": s.key, "meaning": s.doc})).collect();
     json!({"machines": docs, "parameters": keys})
 }
 

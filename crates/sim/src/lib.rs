@@ -27,6 +27,7 @@
 //! - [`run`]: a run's parameters (`key=value` settings among them), and one run end to end (the policies and what each is are the
 //!   `tlbkit-registry` crate's); [`metrics`]: what each reported figure means, and its unit.
 //! - [`trace`]: the file of a real program's trace that the `trace` workload replays.
+//! - [`toggle`]: the kernel's on|off behaviours a run may turn the other way (`--set KEY=on|off`), one entry each.
 //! - [`error`]: what went wrong, as data ([`Error`]), for each front end to word in its own terms.
 
 pub mod cancel;
@@ -57,6 +58,7 @@ pub(crate) mod stalls;
 pub mod swapdev;
 pub(crate) mod timeline;
 pub mod tlb;
+pub mod toggle;
 pub mod trace;
 pub mod workload;
 

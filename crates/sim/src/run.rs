@@ -13,6 +13,7 @@ use crate::preset::{self, Preset};
 use crate::sched::SchedKind;
 use crate::sim::{ContMode, ContpteConfig, KernelChoices, MmuStats, Sim, SimConfig};
 use crate::swapdev::SwapKind;
+use crate::toggle::Toggle;
 use crate::workload::{self, Params, Phase, Texts};
 use serde::Serialize;
 use serde_json::json;
@@ -31,7 +32,7 @@ pub use bench::{
 };
 pub use resolve::machine_keys;
 use resolve::{resolve, resolve_on, MachineParams, Resolved};
-pub use switches::{sockets_for, switch, Switch, SOCKETS, SWITCHES};
+pub use switches::{all as all_switches, sockets_for, switch, Switch, SOCKETS};
 
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
 pub use crate::preset::MAX_CPUS;
@@ -412,23 +413,9 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         max_mms,
         max_events: 500_000_000,
         contpte: mp.contpte,
-        tlbbatch: mp.mm.tlbbatch.unwrap_or(true),
-        migrate_batch: mp.mm.migrate_batch,
         smt: mp.smt,
-        kernel: KernelChoices {
-            vma_locks: mp.mm.vma_locks(),
-            vma_locks_v2: mp.mm.vma_locks_v2.unwrap_or(false),
-            lru_drain: mp.mm.lru_drain,
-            memcg_depth: mp.mm.memcg_depth,
-            pte_needs_flush: mp.mm.pte_needs_flush,
-            ttwu_queue: mp.wake.ttwu_queue,
-            last_buddy: mp.wake.last_buddy,
-            delay_dequeue: mp.wake.delay_dequeue,
-            sync_skip_delayed: mp.wake.sync_skip_delayed,
-            kswapd: mp.mm.kswapd,
-        },
+        kernel: KernelChoices { toggles: mp.toggles, memcg_depth: mp.mm.memcg_depth },
         noise: mp.noise,
-        cpuidle: mp.wake.cpuidle,
     }
 }
 
@@ -532,38 +519,13 @@ pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     pv.insert("swap".into(), serde_json::json!(mp.mm.swap.name()));
     pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
     // Shown when given only, so that runs without them read as before.
-    for (key, on) in [
-        ("tlbbatch", mp.mm.tlbbatch),
-        ("migrate_batch", mp.mm.migrate_batch),
-        ("vma_locks", mp.mm.vma_locks()),
-        ("vma_locks_v2", mp.mm.vma_locks_v2),
-        ("lru_drain", mp.mm.lru_drain),
-        ("pte_needs_flush", mp.mm.pte_needs_flush),
-    ] {
-        if let Some(on) = on {
-            pv.insert(key.into(), word(on));
+    for t in Toggle::all() {
+        if let Some(on) = mp.toggles.given(t) {
+            pv.insert(t.def().key.into(), word(on));
         }
     }
     if let Some(on) = mp.smt {
         pv.insert("smt".into(), word(on));
-    }
-    if !mp.wake.cpuidle {
-        pv.insert("cpuidle".into(), word(false));
-    }
-    if let Some(on) = mp.wake.ttwu_queue {
-        pv.insert("ttwu_queue".into(), word(on));
-    }
-    if let Some(on) = mp.wake.last_buddy {
-        pv.insert("last_buddy".into(), word(on));
-    }
-    if let Some(on) = mp.wake.delay_dequeue {
-        pv.insert("delay_dequeue".into(), word(on));
-    }
-    if let Some(on) = mp.wake.sync_skip_delayed {
-        pv.insert("sync_skip_delayed".into(), word(on));
-    }
-    if let Some(on) = mp.mm.kswapd {
-        pv.insert("kswapd".into(), word(on));
     }
     if let Some(depth) = mp.mm.memcg_depth {
         pv.insert("memcg_depth".into(), serde_json::json!(depth));

@@ -134,6 +134,7 @@ use crate::sched::fork::ForkDomains;
 use crate::sched::{SchedKind, Tunables};
 use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
+use crate::toggle::{Features, Toggle, Toggles};
 use hooks::Hooks;
 use kernel_state::KernelState;
 use memory::MemoryState;
@@ -203,69 +204,27 @@ impl Default for ContpteConfig {
     }
 }
 
-/// The run's choices among the memory-management paths of the kernel's
-/// versions, where a switch overrides the preset kernel's (`None`: the
-/// kernel's own).
+/// The run's choices among the kernel's versions' behaviours, where a switch
+/// overrides the preset kernel's: its on|off toggles ([`crate::toggle`]) and
+/// its memory cgroup's depth.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelChoices {
-    /// Whether a fault takes only its VMA's lock (`Some(true)`) or `mmap_lock`
-    /// (`Some(false)`) (Linux v6.4's per-VMA locks, whose fault handlers are
-    /// 0bff0aaea03e on x86 and cd7f176aea5f on arm64); `None`: as the preset's kernel does
-    /// ([`crate::preset::Kernel::per_vma_locks`]). Linux kernels only
-    /// (`sim/kwork.rs`).
-    pub vma_locks: Option<bool>,
-    /// Whether per-VMA locks work as the series' v2 posted them (`true`:
-    /// January 2023, before its v3) or as merged (`false`, v6.4): v2's
-    /// `lock_vma_under_rcu` walked the VMA tree again after locking the VMA
-    /// to check it was still there (v3: the VMA's `detached` flag), and its
-    /// fault handlers sent a single-threaded process's faults (`mm_users` of
-    /// 1) to `mmap_lock`. Linux kernels only (`sim/kwork.rs`).
-    pub vma_locks_v2: bool,
-    /// Whether a zap first drains the CPU's LRU-add batch (`Some(true)`,
-    /// `lru_add_drain()` in Linux until v6.14) or leaves it to fill
-    /// (`Some(false)`); `None`: as the preset's kernel does
-    /// ([`crate::preset::Kernel::drains_lru_at_zap`]). Linux kernels only.
-    pub lru_drain: Option<bool>,
+    /// The toggles the run gave; the others as the preset's kernel does.
+    pub toggles: Toggles,
     /// How many cgroup levels below the root the tasks run at, whose page
     /// counters (each level's and the root's) every memcg charge and
     /// uncharge updates (`Some(0)`: the root cgroup, never charged); `None`:
     /// as the preset's kernel's time ran benchmarks
     /// ([`crate::preset::Kernel::memcg_depth`]). Linux kernels only.
     pub memcg_depth: Option<u32>,
-    /// Whether `mprotect` flushes only the PTEs whose change the architecture
-    /// must see (`Some(true)`, `pte_needs_flush`) or every present PTE it
-    /// rewrote (`Some(false)`, the generic one); `None`: as the preset's kernel
-    /// does ([`crate::preset::Kernel::pte_needs_flush`]). Linux kernels only.
-    pub pte_needs_flush: Option<bool>,
-    /// Whether the fair classes' wake-up onto a CPU of another cache domain
-    /// goes on its wake list (`Some(true)` or `None`: `TTWU_QUEUE`, on in
-    /// every Linux kernel, `sim/sched.rs`) or is queued under the remote run
-    /// queue's lock (`Some(false)`).
-    pub ttwu_queue: Option<bool>,
-    /// Whether CFS makes the task a wake-up preempted the queue's last buddy
-    /// (`Some(true)` or `None`: LAST_BUDDY, on in v4.10 to v6.5 as in every CFS preset's kernel,
-    /// `sched/cfs.rs`) or not (`Some(false)`: `NO_LAST_BUDDY` in
-    /// `sched_features`). CFS runs only.
-    pub last_buddy: Option<bool>,
-    /// Whether EEVDF leaves a task that sleeps while not eligible queued
-    /// until a pick or its wake-up (`Some(true)`: DELAY_DEQUEUE,
-    /// `sim/scheduler/delayed.rs`) or dequeues it at once (`Some(false)`:
-    /// `NO_DELAY_DEQUEUE` in `sched_features`); `None`: as the preset's
-    /// kernel does ([`crate::preset::Kernel::delay_dequeue`], v6.12 on).
-    /// EEVDF runs only.
-    pub delay_dequeue: Option<bool>,
-    /// Whether a sync wake-up's "the waker runs alone" test leaves the
-    /// waker's CPU's delayed tasks out (`Some(true)`), counts them
-    /// (`Some(false)`), or does as the preset's kernel does (`None`:
-    /// [`crate::preset::Kernel::sync_skip_delayed`], v6.15 on). EEVDF runs
-    /// with delayed dequeue only.
-    pub sync_skip_delayed: Option<bool>,
-    /// Whether a workload whose pressure is the machine's memory
-    /// ([`Sim::set_machine_memory`]) runs it as NUMA nodes' memory with their
-    /// watermarks and a `kswapd` thread each (`Some(true)` or `None`, Linux
-    /// kernels: `sim/kswapd.rs`) or as a memory cgroup's limit that only the
-    /// faulting thread reclaims at (`Some(false)`: the model before kswapd).
-    pub kswapd: Option<bool>,
+}
+
+impl KernelChoices {
+    /// Returns these with the toggle `t` given as `on` (`None`: the kernel's).
+    #[must_use]
+    pub fn with(self, t: Toggle, on: impl Into<Option<bool>>) -> Self {
+        KernelChoices { toggles: self.toggles.with(t, on), ..self }
+    }
 }
 
 /// How the simulated machine and kernel are set up.
@@ -302,33 +261,17 @@ pub struct SimConfig {
     pub max_events: u64,
     /// Large folios and contiguous PTEs (off by default).
     pub contpte: ContpteConfig,
-    /// Whether reclaim and `MADV_PAGEOUT` defer their unmaps' flushes into one
-    /// batch (Linux v4.3's `try_to_unmap_flush`, 72b252aed506; arm64's since
-    /// v6.5, 43b3dfdd0455) as the
-    /// policy's kernel does; `false` flushes each page as it is unmapped
-    /// (`ptep_clear_flush`: before v4.3, and arm64 before v6.5). On by default.
-    pub tlbbatch: bool,
-    /// Whether `migrate_pages(2)` unmaps up to 512 folios with their flushes
-    /// deferred into one batch (Linux v6.3, `migrate_pages_batch`,
-    /// 7e12beb8ca2a) rather than
-    /// one folio at a time, each flushed as it is unmapped; `None`: as the
-    /// preset's kernel does (v6.3 and later batch). See `sim/migrate.rs`.
-    pub migrate_batch: Option<bool>,
     /// Whether the threads of a core share it (`sim/smt.rs`) on a preset with
     /// more than one thread per core; `None`: they do. `Some(false)` runs
     /// every CPU as a core of its own.
     pub smt: Option<bool>,
-    /// The memory-management paths of the kernel's versions that a switch
-    /// chose instead of the preset kernel's.
+    /// The kernel's behaviours that a switch chose instead of the preset
+    /// kernel's (its toggles, [`crate::toggle`]).
     pub kernel: KernelChoices,
     /// Whether the seed draws the hardware's run-to-run noise: the tick's
     /// phase, IPI delivery and wake-up latencies ([`crate::noise`]). On for
     /// every `tlbkit run` unless `--set noise=off`.
     pub noise: bool,
-    /// Whether an idle CPU waits in the machine's idle states (`sim/idle.rs`:
-    /// a polling state is woken with no IPI, and each pays its exit latency);
-    /// `false` wakes every idle CPU with a reschedule IPI, as before.
-    pub cpuidle: bool,
 }
 
 impl SimConfig {
@@ -354,12 +297,9 @@ impl SimConfig {
             max_mms: 16,
             max_events: 1_000_000,
             contpte: ContpteConfig::default(),
-            tlbbatch: true,
-            migrate_batch: None,
             smt: None,
             kernel: KernelChoices::default(),
             noise: false,
-            cpuidle: true,
         }
     }
 }
@@ -659,10 +599,8 @@ impl Sim {
         let (cfg_preset, cores_per_socket, swap_kind) = (cfg.preset.clone(), cfg.preset.cores_per_socket, cfg.swap);
         let smt_share = smt::Smt::of(&cfg.preset, cfg.smt);
         let kernel_choices = cfg.kernel;
+        let features = cfg.kernel.toggles.resolve(&cfg.preset);
         let tun = Tunables {
-            last_buddy: cfg.kernel.last_buddy != Some(false),
-            delay_dequeue: cfg.kernel.delay_dequeue.unwrap_or(cfg.preset.kernel.delay_dequeue()),
-            sync_skip_delayed: cfg.kernel.sync_skip_delayed.unwrap_or(cfg.preset.kernel.sync_skip_delayed()),
             recent_used: cfg.preset.kernel.recent_used(),
             idle_smt_prev: cfg.preset.kernel.idle_smt_prev(),
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
@@ -690,9 +628,9 @@ impl Sim {
             end: 0,
             user_global,
             cont: cfg_cont,
-            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, kernel_choices),
+            kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, kernel_choices.memcg_depth, features),
 
-            scheduler: Scheduler::new(tun, llcs, ticks, fork),
+            scheduler: Scheduler::new(tun, features, llcs, ticks, fork),
             kern: KernelState::new(kroot),
             mem: MemoryState::new(SwapDevice::new(swap_kind, cfg_preset.freq_ghz)),
             timing: Timing::new(),
@@ -749,6 +687,12 @@ impl Sim {
     /// FreeBSD, whose scheduler is not modelled.
     pub fn fork_order(&self, n: usize, parent: usize) -> Option<Vec<usize>> {
         self.scheduler.fork_order(n, parent)
+    }
+
+    /// Returns the run's kernel toggles ([`crate::toggle`]): the given ones
+    /// as given, the others as the preset's kernel does.
+    pub fn features(&self) -> Features {
+        self.kw.features()
     }
 
     /// Returns the hardware threads per core the run models sharing a core:

@@ -13,7 +13,8 @@ use tlbkit_policy::{Hw, MmId, Policy, VirtAddr};
 use tlbkit_sim::preset;
 use tlbkit_sim::program::{Op, Program, Sys};
 use tlbkit_sim::run::run;
-use tlbkit_sim::sim::{ContMode, ContpteConfig, Sim, SimConfig};
+use tlbkit_sim::sim::{ContMode, ContpteConfig, KernelChoices, Sim, SimConfig};
+use tlbkit_sim::toggle::{MIGRATE_BATCH, TLBBATCH};
 use tlbkit_sim::workload::{self, Phase};
 
 /// The calls an unmap's flush makes of the policy.
@@ -56,7 +57,11 @@ fn pageout(va: u64) -> Sys {
 }
 
 fn folios(tlbbatch: bool) -> impl FnOnce(SimConfig) -> SimConfig {
-    move |c| SimConfig { tlbbatch, contpte: ContpteConfig { mode: ContMode::Folios, ..ContpteConfig::default() }, ..c }
+    move |c: SimConfig| SimConfig {
+        kernel: c.kernel.with(TLBBATCH, tlbbatch),
+        contpte: ContpteConfig { mode: ContMode::Folios, ..ContpteConfig::default() },
+        ..c
+    }
 }
 
 #[test]
@@ -81,7 +86,7 @@ fn migrate(_va: u64) -> Sys {
 
 #[test]
 fn x86_migration_flushes_per_page_without_its_batch_and_once_per_batch_with_it() {
-    let batch = |on: bool| move |c| SimConfig { migrate_batch: Some(on), ..c };
+    let batch = |on: bool| move |c: SimConfig| SimConfig { kernel: c.kernel.with(MIGRATE_BATCH, on), ..c };
     // Every page of the process that only it maps (the 64 written; its image
     // pages too, as no fork shares them) moves: one batch flush of all of
     // them, or one flush_range each.
@@ -94,7 +99,8 @@ fn x86_migration_flushes_per_page_without_its_batch_and_once_per_batch_with_it()
     assert_eq!(off, Calls { add_pending: 0, flush_batch: 0, flush_range: moved });
     assert_eq!((unmap_off, batch_off, ipis_off), (moved, 0, 3 * moved));
     // Without the architecture's batch (tlbbatch=off) migration cannot defer.
-    let (none, _, unmap_none, _) = x86(|c| SimConfig { tlbbatch: false, ..batch(true)(c) }, 4, migrate);
+    let (none, _, unmap_none, _) =
+        x86(|c| batch(true)(SimConfig { kernel: c.kernel.with(TLBBATCH, false), ..c }), 4, migrate);
     assert_eq!((none.flush_batch, none.flush_range, unmap_none), (0, moved, moved));
 }
 
@@ -136,7 +142,8 @@ fn swap_pageout_times_each_pageout_of_the_whole_range() {
 fn there_and_back(extra: u64) -> (u64, u64, u64) {
     let mut p = preset::named("milan");
     p.costs.lines.mem_remote_extra = extra;
-    let cfg = SimConfig { strict: true, max_events: 5_000_000, migrate_batch: Some(true), ..SimConfig::quiet(p, 1, 1) };
+    let cfg = SimConfig { strict: true, max_events: 5_000_000, ..SimConfig::quiet(p, 1, 1) };
+    let cfg = SimConfig { kernel: cfg.kernel.with(MIGRATE_BATCH, true), ..cfg };
     let mut sim = Sim::new(cfg, Counted::new(1));
     sim.add_cpuless_node();
     let script = |_| {
@@ -268,7 +275,7 @@ impl Wrap for NoFlush {
 fn migrate_violations<P: Policy + 'static>(policy: P, batch: bool) -> u64 {
     let cfg = SimConfig {
         strict: true,
-        migrate_batch: Some(batch),
+        kernel: KernelChoices::default().with(MIGRATE_BATCH, batch),
         max_events: 5_000_000,
         ..SimConfig::quiet(preset::named("milan"), 4, 1)
     };

@@ -314,12 +314,9 @@ fn cell(policy: &str, workload: &str, sets: &[&str], kind: Kind, at: At) -> Outc
         max_mms,
         max_events: 200_000_000,
         contpte: Default::default(),
-        tlbbatch: true,
-        migrate_batch: None,
         smt: None,
         kernel: tlbkit_sim::sim::KernelChoices::default(),
         noise: true,
-        cpuidle: true,
     };
     let build = Build::new(cpus, max_mms, asid_bits);
     registry::with_policy(policy, &build, Cell { cfg, workload: wl, params: &params, kind })?

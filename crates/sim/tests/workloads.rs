@@ -465,14 +465,13 @@ fn no_source_dispatches_on_a_workload_name() {
 }
 
 /// No tool decides anything from a `--set` switch's key outside its entry
-/// (`run/switches.rs`): not what it applies to, not its default, not whether
-/// to print it. (A machine file's fields share some of the names, so
+/// (`run/switches.rs`, or `toggle.rs` for the kernel's on|off behaviours):
+/// not what it applies to, not its default, not whether to print it. (A machine file's fields share some of the names, so
 /// `preset/file.rs` is left out.)
 #[test]
 fn no_source_decides_from_a_switchs_name() {
     let mut found = Vec::new();
-    let tests: Vec<String> = tlbkit_sim::run::SWITCHES
-        .iter()
+    let tests: Vec<String> = tlbkit_sim::run::all_switches()
         .flat_map(|s| {
             let q = format!("\"{}\"", s.key);
             [
@@ -492,6 +491,27 @@ fn no_source_decides_from_a_switchs_name() {
         find_in_code(&f, &mut found, |line| tests.iter().any(|t| line.contains(t.as_str())));
     }
     assert!(found.is_empty(), "decided from a switch's key (put it in its entry):\n{}", found.join("\n"));
+}
+
+/// Every kernel toggle is read where the simulator models its behaviour
+/// (`.on(NAME)`, its constant the key in capitals): a toggle nothing reads
+/// would take `--set` and change nothing.
+#[test]
+fn every_toggle_is_read_by_the_simulator() {
+    let mut code = String::new();
+    for f in workspace_sources() {
+        let path = f.to_string_lossy().replace('\\', "/");
+        if path.contains("crates/sim/src/") && !path.ends_with("/toggle.rs") {
+            let text = std::fs::read_to_string(&f).unwrap();
+            code.push_str(text.split("#[cfg(test)]\nmod ").next().unwrap_or_default());
+        }
+    }
+    let unread: Vec<&str> = tlbkit_sim::toggle::TOGGLES
+        .iter()
+        .map(|t| t.key)
+        .filter(|key| !code.contains(&format!(".on({})", key.to_uppercase())))
+        .collect();
+    assert!(unread.is_empty(), "toggles the simulator never reads: {unread:?}");
 }
 
 #[test]

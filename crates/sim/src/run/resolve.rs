@@ -5,6 +5,7 @@
 
 use super::switches::{self, sockets, Setting};
 use super::*;
+use crate::toggle::{Toggles, VMA_LOCKS, VMA_LOCKS_V2};
 
 /// Parses the value `v` of the on|off setting `k`.
 pub(super) fn on_off(k: &str, v: &str) -> Result<bool, Error> {
@@ -64,61 +65,20 @@ pub(super) struct MachineParams {
     pub(super) noise: bool,
     /// `--set smt`, if given (the threads of a core share it otherwise).
     pub(super) smt: Option<bool>,
-    /// The switches of an idle CPU's wake-up.
-    pub(super) wake: WakeSwitches,
-    /// The memory-management switches.
+    /// The kernel's on|off behaviours given (`crate::toggle`).
+    pub(super) toggles: Toggles,
+    /// The memory-management switches that are not toggles.
     pub(super) mm: MmSwitches,
 }
 
-/// The switches of a wake-up: the idle states and the wake list.
-pub(super) struct WakeSwitches {
-    /// `--set cpuidle` (on unless given off).
-    pub(super) cpuidle: bool,
-    /// `--set ttwu_queue`, if given.
-    pub(super) ttwu_queue: Option<bool>,
-    /// `--set last_buddy`, if given.
-    pub(super) last_buddy: Option<bool>,
-    /// `--set delay_dequeue`, if given.
-    pub(super) delay_dequeue: Option<bool>,
-    /// `--set sync_skip_delayed`, if given.
-    pub(super) sync_skip_delayed: Option<bool>,
-}
-
-/// The switches of the kernel's memory management: swap, reclaim's and
-/// migration's flush batching, per-VMA locks, the LRU drain, the memory
-/// cgroup's depth.
+/// The switches of the kernel's memory management that are not on|off
+/// toggles: the swap device and the memory cgroup's depth.
 #[derive(Default)]
 pub(super) struct MmSwitches {
     /// The swap device.
     pub(super) swap: SwapKind,
-    /// `--set tlbbatch`, if given (on otherwise).
-    pub(super) tlbbatch: Option<bool>,
-    /// `None`: the preset kernel's.
-    pub(super) migrate_batch: Option<bool>,
-    /// `--set vma_locks`, if given.
-    pub(super) vma_locks: Option<bool>,
-    /// `--set vma_locks_v2`, if given.
-    pub(super) vma_locks_v2: Option<bool>,
-    /// `--set lru_drain`, if given.
-    pub(super) lru_drain: Option<bool>,
     /// `--set memcg_depth`, if given.
     pub(super) memcg_depth: Option<u32>,
-    /// `--set pte_needs_flush`, if given.
-    pub(super) pte_needs_flush: Option<bool>,
-    /// `--set kswapd`, if given.
-    pub(super) kswapd: Option<bool>,
-}
-
-impl MmSwitches {
-    /// `--set vma_locks` as the run takes it: on where `vma_locks_v2=on`
-    /// (the series' v2 is per-VMA locks, on any kernel), else as given.
-    pub(super) fn vma_locks(&self) -> Option<bool> {
-        if self.vma_locks_v2 == Some(true) {
-            Some(true)
-        } else {
-            self.vma_locks
-        }
-    }
 }
 
 impl MachineParams {
@@ -130,7 +90,7 @@ impl MachineParams {
 }
 
 pub(super) fn valid_keys(wl: &workload::WorkloadDef) -> Vec<&'static str> {
-    let mut keys: Vec<&str> = switches::SWITCHES.iter().map(|s| s.key).collect();
+    let mut keys: Vec<&str> = switches::all().map(|s| s.key).collect();
     keys.extend(wl.params.iter().map(|p| p.key));
     keys.extend(wl.text_params.iter().map(|p| p.key));
     keys
@@ -220,13 +180,7 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         teardown_set: false,
         noise: true,
         smt: None,
-        wake: WakeSwitches {
-            cpuidle: true,
-            ttwu_queue: None,
-            last_buddy: None,
-            delay_dequeue: None,
-            sync_skip_delayed: None,
-        },
+        toggles: Toggles::default(),
         mm: MmSwitches::default(),
     };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
@@ -268,12 +222,16 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
         let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
         return Err(Error::ContpteNotTaken { mode: mp.contpte.mode.name(), takes: linux, policy: pol.name });
     }
-    if mp.mm.vma_locks_v2 == Some(true) && mp.mm.vma_locks == Some(false) {
-        return Err(bad_setting(
-            "vma_locks_v2",
-            "on",
-            "per-VMA locks as their v2 posted them cannot run with vma_locks=off: drop one of the two",
-        ));
+    // The series' v2 is per-VMA locks, on any kernel.
+    if mp.toggles.given(VMA_LOCKS_V2) == Some(true) {
+        if mp.toggles.given(VMA_LOCKS) == Some(false) {
+            return Err(bad_setting(
+                "vma_locks_v2",
+                "on",
+                "per-VMA locks as their v2 posted them cannot run with vma_locks=off: drop one of the two",
+            ));
+        }
+        mp.toggles.set(VMA_LOCKS, true);
     }
     if let Some(missing) = wl.text_params.iter().find(|p| !texts.contains_key(p.key)) {
         return Err(Error::NeedsText { workload: wl.name, key: missing.key, doc: missing.doc });
@@ -283,5 +241,5 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
 
 /// Returns the machine and kernel parameter keys with their meaning.
 pub fn machine_keys() -> impl Iterator<Item = (&'static str, &'static str)> {
-    switches::SWITCHES.iter().map(|s| (s.key, s.doc))
+    switches::all().map(|s| (s.key, s.doc))
 }

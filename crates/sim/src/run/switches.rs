@@ -2,14 +2,17 @@
 //! workload's own parameters), one entry each: its key, what it means and its
 //! default (the words `tlbkit list machines`, the JSON catalogue, the sweep
 //! schema and the error for an unknown key all read), and how its value is
-//! checked and applied to the run's [`MachineParams`]. Adding a switch is an
-//! entry here and its use where the machine or kernel reads it; nothing else
-//! tests its name.
+//! checked and applied to the run's [`MachineParams`]. The kernel's on|off
+//! behaviours are declared in `crate::toggle` and join these as switches
+//! ([`all`]). Adding a switch is an entry here (or a toggle there) and its
+//! use where the machine or kernel reads it; nothing else tests its name.
 
 use super::resolve::{bad_setting, linux_only, on_off, out_of_range, MachineParams};
 use super::*;
+use crate::toggle::{Toggle, TOGGLES};
 
 /// One `--set` switch.
+#[derive(Clone, Copy)]
 pub struct Switch {
     /// The key (`--set KEY=...`).
     pub key: &'static str,
@@ -139,11 +142,45 @@ pub fn sockets_for(preset: &Preset, cpus: usize) -> Option<String> {
 
 /// Returns the switch called `key`.
 pub fn switch(key: &str) -> Option<&'static Switch> {
-    SWITCHES.iter().find(|s| s.key == key)
+    all().find(|s| s.key == key)
 }
 
-/// Every machine and kernel switch, in the order `tlbkit list machines` gives them.
-pub static SWITCHES: &[Switch] = &[
+/// Returns every switch, in the order `tlbkit list machines` gives them: the
+/// machine's and the run's, then the kernel's toggles.
+pub fn all() -> impl Iterator<Item = &'static Switch> {
+    SWITCHES.iter().chain(TOGGLE_SWITCHES.iter())
+}
+
+/// The kernel's toggles as switches: their keys and words, each set by
+/// [`set_toggle`].
+static TOGGLE_SWITCHES: [Switch; TOGGLES.len()] = {
+    let blank = Switch { key: "", doc: "", applies_to: String::new, set: set_toggle };
+    let mut out = [blank; TOGGLES.len()];
+    let mut i = 0;
+    while i < TOGGLES.len() {
+        out[i].key = TOGGLES[i].key;
+        out[i].doc = TOGGLES[i].doc;
+        i += 1;
+    }
+    out
+};
+
+/// Sets the toggle whose key the setting gives, refusing a Linux behaviour
+/// on a FreeBSD machine.
+fn set_toggle(s: &mut Setting<'_>) -> Result<(), Error> {
+    let Some(t) = Toggle::by_key(s.key) else {
+        return Err(Error::UnknownSetting { key: s.key.to_string(), valid: all().map(|s| s.key).collect() });
+    };
+    if let Some(why) = t.def().linux_only {
+        linux_only(s.preset, s.key, s.value, why)?;
+    }
+    s.mp.toggles.set(t, s.on_off()?);
+    Ok(())
+}
+
+/// The machine's and the run's switches, in the order `tlbkit list machines`
+/// gives them, before the kernel's toggles ([`all`]).
+static SWITCHES: &[Switch] = &[
     Switch {
         key: "asid_bits",
         doc: "ASID width in bits (the preset's supported widths)",
@@ -265,84 +302,6 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
-        key: "cpuidle",
-        doc: "on|off: an idle CPU waits in the machine's idle states: one that polls its thread flags (x86's POLL and \
-         MWAIT states) is woken by the waker's store with no IPI, any other (HLT, arm64's WFI) by a reschedule IPI, \
-         and each starts after its state's exit latency, the state the deepest whose target residency its idle time \
-         covers (default on; off: every idle CPU woken by an IPI and started at its delivery, as before this setting \
-         existed)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.wake.cpuidle = s.on_off()?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "ttwu_queue",
-        doc: "on|off: Linux machines only; a wake-up onto a CPU of another cache domain goes on that CPU's wake list \
-         (TTWU_QUEUE: the waker pays the list's line, not the remote run queue's lock, and a busy target takes an \
-         IPI whose handler queues the thread) or is queued under the remote lock (default on, as every Linux kernel)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose scheduler has no wake lists")?;
-            s.mp.wake.ttwu_queue = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "last_buddy",
-        doc: "on|off: Linux machines only, under CFS (kernels before v6.6, or sched=cfs); the task a wake-up \
-         preempted, on a queue of 8 or more, is the queue's last buddy, which the next pick prefers to the \
-         leftmost task while it leads it by at most the wake-up granularity (default on: LAST_BUDDY, as v4.10 \
-         to v6.5 ship it; off: NO_LAST_BUDDY in sched_features; the next buddy, the woken task, stays)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose scheduler has no buddies")?;
-            s.mp.wake.last_buddy = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "delay_dequeue",
-        doc: "on|off: Linux machines only, under EEVDF (kernels from v6.6, or sched=eevdf); a task that goes to \
-         sleep while not eligible stays queued, asleep, until a pick completes its dequeue or its wake-up finds it \
-         there and runs it in place, with no choice of CPU (default: the kernel's, on from v6.12: DELAY_DEQUEUE; \
-         off: NO_DELAY_DEQUEUE in sched_features, every sleeping task dequeued at once)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose scheduler has no delayed dequeue")?;
-            s.mp.wake.delay_dequeue = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "sync_skip_delayed",
-        doc: "on|off: Linux machines only, under EEVDF with delay_dequeue; a sync wake-up (a pipe's) goes to the \
-         waker's CPU when the waker runs alone there, counting the CPU's tasks without those asleep in its queue, \
-         their dequeue delayed (default: the kernel's, on from v6.15: aa3ee4f0b754 \"sched/fair: Fixup \
-         wake_up_sync() vs DELAYED_DEQUEUE\"; off: the delayed tasks counted, as v6.12 to v6.14 count them)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose scheduler has no delayed dequeue")?;
-            s.mp.wake.sync_skip_delayed = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "kswapd",
-        doc: "on|off: Linux machines only; a workload whose memory pressure is the machine's (vm-scalability's \
-         lru-file-mmap-read and swap cases) runs it as each NUMA node's memory with its min, low and high \
-         watermarks and a kswapd thread per node, woken below low and reclaiming to high, the faulting thread \
-         reclaiming itself only below min (default on); off: a memory cgroup limit that only the faulting thread \
-         reclaims at, as before this setting existed",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose page daemon is not modelled")?;
-            s.mp.mm.kswapd = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
         key: "numa",
         doc: "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)",
         applies_to: String::new,
@@ -457,64 +416,6 @@ pub static SWITCHES: &[Switch] = &[
         },
     },
     Switch {
-        key: "tlbbatch",
-        doc: "on|off: reclaim and MADV_PAGEOUT defer their unmaps' TLB flushes into one batch flush (on, the default: \
-         Linux v4.3's try_to_unmap_flush, 72b252aed506; arm64's since v6.5, 43b3dfdd0455) or flush each page as it is unmapped (off: \
-         ptep_clear_flush, before v4.3 and on arm64 before v6.5)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.mm.tlbbatch = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "migrate_batch",
-        doc: "on|off: migrate_pages(2) unmaps up to 512 folios with one deferred TLB flush, then copies them (on: \
-         Linux v6.3's migrate_pages_batch, 7e12beb8ca2a) or unmaps, flushes and copies one folio at a time (off) (default: on \
-         for a preset kernel of v6.3 or later)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.mm.migrate_batch = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "vma_locks",
-        doc: "on|off: Linux machines only; a fault takes its VMA's lock (v6.4's per-VMA locks: 0bff0aaea03e on x86, cd7f176aea5f on arm64) or mmap_lock for reading \
-         (default: the machine's kernel's, on from v6.4)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose faults take no VMA lock")?;
-            s.mp.mm.vma_locks = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "vma_locks_v2",
-        doc: "on|off: Linux machines only; per-VMA locks as the series' v2 posted them (on: January 2023; a \
-         single-threaded process's faults take mmap_lock, and a fault that took its VMA's lock walks the VMA tree \
-         again to check the VMA is still in it; on turns per-VMA locks on, and refuses vma_locks=off) or as merged \
-         in v6.4 (off: neither; the VMA's detached flag) (default: off)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose faults take no VMA lock")?;
-            s.mp.mm.vma_locks_v2 = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "lru_drain",
-        doc: "on|off: Linux machines only; madvise(MADV_DONTNEED), munmap and exit first drain the CPU's LRU-add batch \
-         onto the LRU under its lock (lru_add_drain(), until v6.14) or leave it to fill (default: the run's kernel's, on \
-         until v6.14)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "which has no LRU-add batches")?;
-            s.mp.mm.lru_drain = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
         key: "memcg_depth",
         doc: "0..16: Linux machines only; the memory cgroup the tasks run in, as levels below the root: 0, the root \
          cgroup, is never charged; at depth d each charge of a CPU's stock and each uncharge updates d + 1 page \
@@ -528,18 +429,6 @@ pub static SWITCHES: &[Switch] = &[
                 return Err(out_of_range(s.key, s.value, "a whole number of levels from 0 to 16"));
             }
             s.mp.mm.memcg_depth = Some(n as u32);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "pte_needs_flush",
-        doc: "on|off: Linux machines only; mprotect flushes only the PTEs whose change the architecture must see \
-         (pte_needs_flush: x86's from v5.19, arm64's from v6.19) or every present PTE it rewrote (the generic one) \
-         (default: the run's kernel's)",
-        applies_to: String::new,
-        set: |s| {
-            linux_only(s.preset, s.key, s.value, "whose pmap_protect has no such choice")?;
-            s.mp.mm.pte_needs_flush = Some(s.on_off()?);
             Ok(())
         },
     },

@@ -22,7 +22,7 @@
 //!   deadline one slice on (half a slice for a new task, PLACE_DEADLINE_INITIAL).
 //!
 //! - Delayed dequeue (DELAY_DEQUEUE with DELAY_ZERO, v6.12, where
-//!   [`Tunables::delay_dequeue`] says): a task that goes to sleep while not
+//!   the `delay_dequeue` toggle says, [`crate::toggle::DELAY_DEQUEUE`]): a task that goes to sleep while not
 //!   eligible stays queued, asleep, until a pick takes it off (with its lag, a
 //!   positive one cut to zero) or its wake-up finds it there
 //!   (`sim/scheduler/delayed.rs`).

@@ -140,17 +140,6 @@ pub struct Tunables {
     /// rule present in v6.x's `wake_affine_idle`, absent from v4.14's (the
     /// commit that added it between the two was not looked up).
     pub affine_prev_idle: bool,
-    /// CFS's LAST_BUDDY feature (`sched/cfs.rs`): on unless `--set
-    /// last_buddy=off`.
-    pub last_buddy: bool,
-    /// EEVDF's DELAY_DEQUEUE (v6.12, [`eevdf`]): the kernel's, unless `--set
-    /// delay_dequeue` says otherwise; off in [`Tunables::new`].
-    pub delay_dequeue: bool,
-    /// Whether a sync wake-up's "the waker runs alone" test (`wake_affine_idle`)
-    /// leaves the waker's CPU's delayed tasks out of its count (aa3ee4f0b754,
-    /// v6.15): the kernel's, unless `--set sync_skip_delayed` says otherwise;
-    /// off in [`Tunables::new`].
-    pub sync_skip_delayed: bool,
     /// How wake-ups use the wakee's recently used CPU: the kernel's
     /// ([`crate::preset::Kernel::recent_used`]); never in [`Tunables::new`].
     pub recent_used: RecentUsed,
@@ -188,9 +177,6 @@ impl Tunables {
             imbalance_pct: if new_kernel { 117 } else { 125 },
             busy_factor: if new_kernel { 16 } else { 32 },
             affine_prev_idle: new_kernel,
-            last_buddy: true,
-            delay_dequeue: false,
-            sync_skip_delayed: false,
             recent_used: RecentUsed::Never,
             idle_smt_prev: false,
         }

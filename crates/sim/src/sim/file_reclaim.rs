@@ -66,6 +66,7 @@
 use super::ptemem::KernelPtes;
 use super::*;
 use crate::sim::memcg::LruFolio;
+use crate::toggle::TLBBATCH;
 use tlbkit_policy::contpte::{self as arch, PteMem};
 
 /// A present PTE of a page-cache page: the address space, the page and the frame.
@@ -74,7 +75,7 @@ type Mapping = (MmId, u64, u64);
 impl Sim {
     /// Makes the memory cgroup ([`Sim::set_mem_limit`]) charge the page cache
     /// and reclaim its folios too (module documentation), deferring each
-    /// clear's flush to one flush per pass ([`crate::sim::SimConfig::tlbbatch`],
+    /// clear's flush to one flush per pass ([`crate::toggle::TLBBATCH`],
     /// Linux v4.3 on x86, v6.5 on arm64) or flushing each clear at once
     /// (`--set tlbbatch=off`). Off by default: only anonymous memory is charged.
     pub fn set_file_charge(&mut self) {
@@ -126,7 +127,7 @@ impl Sim {
     /// the flushes, drops them from the page cache and frees them. Returns the
     /// time after it.
     pub(super) fn reclaim_file_folios(&mut self, cpu: usize, folios: &[LruFolio], now: u64) -> u64 {
-        let batch = self.cfg.tlbbatch;
+        let batch = self.features().on(TLBBATCH);
         let mut mem = KernelPtes::new(self, cpu, now, "reclaim");
         let mut done: Vec<(LruFolio, Vec<Mapping>)> = Vec::new();
         let mut mms: Vec<MmId> = Vec::new();

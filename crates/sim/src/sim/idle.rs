@@ -37,6 +37,7 @@
 //! it at the IPI's delivery, as the model did before idle states existed.
 
 use super::*;
+use crate::toggle::CPUIDLE;
 
 impl Sim {
     /// Wakes `cpu`, idle since its clock, from `from` at `t`; returns when it
@@ -44,7 +45,7 @@ impl Sim {
     /// store, and its idle state's exit latency.
     pub(super) fn wake_idle(&mut self, cpu: usize, from: usize, t: u64) -> u64 {
         let c = self.m.costs;
-        let (exit, polls) = if self.cfg.cpuidle {
+        let (exit, polls) = if self.features().on(CPUIDLE) {
             let idle = t.saturating_sub(self.scheduler.cpu(cpu).clock());
             let (_, exit, polls) = c.idle.state(idle);
             (exit, polls)
@@ -67,12 +68,14 @@ impl Sim {
 mod tests {
     use crate::preset::{self, IdleCosts};
     use crate::sim::{Sim, SimConfig};
+    use crate::toggle::CPUIDLE;
     use tlbkit_policy::asid::LinuxX86;
 
     /// A quiet machine of 4 CPUs of `machine`, nothing run: every CPU idle
     /// since time 0.
     fn sim(machine: &str, cpuidle: bool) -> Sim {
-        let cfg = SimConfig { max_mms: 4, cpuidle, ..SimConfig::quiet(preset::named(machine), 4, 1) };
+        let cfg = SimConfig { max_mms: 4, ..SimConfig::quiet(preset::named(machine), 4, 1) };
+        let cfg = SimConfig { kernel: cfg.kernel.with(CPUIDLE, cpuidle), ..cfg };
         Sim::new(cfg, LinuxX86::new(4, 4, true))
     }
 

@@ -84,6 +84,7 @@ use super::memcg::MAX_RECLAIM_RETRIES;
 use super::memory::{Lru, MemLimit};
 use super::*;
 use crate::preset::Kernel;
+use crate::toggle::KSWAPD;
 
 /// A zone's watermarks, in 4 KB pages (`_watermark[WMARK_MIN|LOW|HIGH]`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -178,7 +179,7 @@ impl Sim {
         let Kernel::Linux(major, minor) = self.cfg.preset.kernel else {
             return self.set_mem_limit(pages);
         };
-        if self.cfg.kernel.kswapd == Some(false) {
+        if !self.features().on(KSWAPD) {
             return self.set_mem_limit(pages);
         }
         let per = self.node_cpus();

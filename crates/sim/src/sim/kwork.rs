@@ -30,7 +30,7 @@
 //!   charged. A fault under per-VMA locks reads `mm->mm_lock_seq`
 //!   (`vma_start_read`), which sits on the owner word's line: after another
 //!   CPU took `mmap_lock`, that read moves the line back.
-//! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`KernelChoices::vma_locks`]):
+//! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`crate::toggle::VMA_LOCKS`]):
 //!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
 //!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
 //!   control it", "mm: introduce lock_vma_under_rcu to be used from
@@ -102,6 +102,7 @@ use super::*;
 use crate::coherence::{KLine, MM_LOCK_SEQ};
 use crate::locks::{Mutex, RwSem, SpinLock};
 use crate::preset::{Kernel, VmaLockFiles};
+use crate::toggle::{Features, LRU_DRAIN, VMA_LOCKS, VMA_LOCKS_V2};
 
 /// The length of one window of the memory-bandwidth budget, in cycles: short
 /// beside a fault (a few thousand cycles), long beside one page's share of the
@@ -230,14 +231,10 @@ pub(super) struct KernelWork {
     cpus_per_node: usize,
     /// The kernel whose paths these are.
     kernel: Kernel,
-    /// Whether a Linux fault takes its VMA's lock (the kernel's choice unless
-    /// `--set vma_locks` overrode it).
-    vma_locks: bool,
-    /// Whether per-VMA locks are the series' v2 ([`KernelChoices::vma_locks_v2`]).
-    vma_locks_v2: bool,
-    /// Whether a zap first drains the CPU's LRU-add batch (the kernel's
-    /// choice unless `--set lru_drain` overrode it).
-    lru_drain: bool,
+    /// The run's kernel toggles: this work reads `vma_locks` (a Linux fault
+    /// takes its VMA's lock), `vma_locks_v2` (the series' v2) and
+    /// `lru_drain` (a zap first drains the CPU's LRU-add batch).
+    features: Features,
     /// The memory-cgroup page counters a charge or an uncharge updates, one
     /// atomic each: none in the root cgroup (and on FreeBSD), else the
     /// tasks' cgroup's, each ancestor's and the root's
@@ -249,6 +246,11 @@ pub(super) struct KernelWork {
 pub const MEMCG_DEPTH_MAX: u32 = 16;
 
 impl KernelWork {
+    /// Returns the run's kernel toggles.
+    pub(super) fn features(&self) -> Features {
+        self.features
+    }
+
     /// Returns the folios a `folio_batch` holds in the kernel modelled
     /// ([`Kernel::lru_batch`]): the LRU-add batch's size, and reclaim's list
     /// of folios to free.
@@ -257,11 +259,16 @@ impl KernelWork {
     }
 
     /// Returns the state of `ncpus` CPUs of `preset`, `cpus_per_node` to a node,
-    /// with faults under their VMA's lock as `vma_locks` says and zaps that
-    /// drain the LRU-add batch as `lru_drain` says, its tasks `memcg_depth`
-    /// cgroup levels below the root (`None`: as the preset's kernel does).
-    pub(super) fn new(preset: &Preset, ncpus: usize, cpus_per_node: usize, switches: KernelChoices) -> Self {
-        let KernelChoices { vma_locks, vma_locks_v2, lru_drain, memcg_depth, .. } = switches;
+    /// with faults and zaps as the run's `features` say, its tasks
+    /// `memcg_depth` cgroup levels below the root (`None`: as the preset's
+    /// kernel does).
+    pub(super) fn new(
+        preset: &Preset,
+        ncpus: usize,
+        cpus_per_node: usize,
+        memcg_depth: Option<u32>,
+        features: Features,
+    ) -> Self {
         let depth = match preset.kernel {
             Kernel::FreeBsd(_) => 0,
             Kernel::Linux(..) => memcg_depth.unwrap_or(preset.kernel.memcg_depth()),
@@ -282,9 +289,7 @@ impl KernelWork {
             bw_pages,
             cpus_per_node: cpus_per_node.max(1),
             kernel: preset.kernel,
-            vma_locks: vma_locks.unwrap_or(preset.kernel.per_vma_locks()),
-            vma_locks_v2,
-            lru_drain: lru_drain.unwrap_or(preset.kernel.drains_lru_at_zap()),
+            features,
             memcg_counters: if depth == 0 { 0 } else { (depth.min(MEMCG_DEPTH_MAX) + 1) as u8 },
         }
     }
@@ -374,7 +379,8 @@ impl Sim {
     ) -> (u64, FaultLock) {
         let writer = self.kw.mmap_lock(mm).write_held_at(now);
         // The series' v2 sent a single-threaded process's faults to mmap_lock.
-        let per_vma = self.kw.vma_locks && !(self.kw.vma_locks_v2 && self.kern.mm(mm).users() <= 1);
+        let f = self.kw.features;
+        let per_vma = f.on(VMA_LOCKS) && !(f.on(VMA_LOCKS_V2) && self.kern.mm(mm).users() <= 1);
         match self.kw.kernel {
             Kernel::FreeBsd(_) => {
                 // vm_map_lookup under the map's shared lock, released at once.
@@ -403,7 +409,7 @@ impl Sim {
                         let t = self.m.katomic(cpu, now, line);
                         // The series' v2 checked that the VMA it locked was
                         // still in the tree by walking the tree again.
-                        let t = if self.kw.vma_locks_v2 { self.vma_walk(t) } else { t };
+                        let t = if self.kw.features.on(VMA_LOCKS_V2) { self.vma_walk(t) } else { t };
                         (t, FaultLock::Vma(page))
                     }
                     VmaLockTry::Refused => {
@@ -680,7 +686,7 @@ impl Sim {
     /// number. Returns when `cpu` goes on.
     pub(super) fn lru_drain_at_zap(&mut self, cpu: usize, now: u64) -> u64 {
         let pending = self.kw.lru[cpu];
-        if pending == 0 || !self.kw.lru_drain {
+        if pending == 0 || !self.kw.features.on(LRU_DRAIN) {
             return now;
         }
         self.kw.lru[cpu] = 0;
@@ -885,7 +891,7 @@ mod tests {
             let mut p = preset::named("altra");
             p.kernel = Kernel::Linux(6, 9);
             let mut config = SimConfig::quiet(p, 1, 1);
-            config.kernel.vma_locks_v2 = v2;
+            config.kernel = config.kernel.with(VMA_LOCKS_V2, v2);
             let mut sim = Sim::new(config, LinuxArm64::new(1, 4, 16, false).unwrap());
             let vma =
                 Vma { start: 0x10_0000, pages: 16, write: true, file: None, cow: false, pgoff: 0, anon_vma: anon };
@@ -1056,7 +1062,7 @@ mod tests {
         assert!(Kernel::Linux(4, 14).drains_lru_at_zap() && Kernel::Linux(6, 14).drains_lru_at_zap());
         assert!(!Kernel::Linux(6, 15).drains_lru_at_zap() && !Kernel::FreeBsd(14).drains_lru_at_zap());
         let run_with = |kernel: Kernel, lru_drain: Option<bool>| {
-            fault_and_zap(kernel, KernelChoices { lru_drain, ..KernelChoices::default() })
+            fault_and_zap(kernel, KernelChoices::default().with(LRU_DRAIN, lru_drain))
         };
         let run = |kernel: Kernel| run_with(kernel, None);
         // v6.14 and v6.15 differ in nothing else the simulator models. Under
@@ -1120,7 +1126,7 @@ mod tests {
     fn the_bandwidth_budget_moves_pages_to_the_next_window_with_room() {
         let mut p = preset::named("altra");
         p.mem_bw_gbs = 4096.0 * 4.5 * p.freq_ghz / BW_WINDOW as f64 / MEM_BW_SUSTAINED;
-        let mut kw = KernelWork::new(&p, 2, 80, KernelChoices::default());
+        let mut kw = KernelWork::new(&p, 2, 80, None, Features::default());
         assert_eq!(kw.bw_pages, 4);
         assert_eq!(kw.reserve_bandwidth(0, 100, 3), 100);
         // One page left in the first window, then the next window.

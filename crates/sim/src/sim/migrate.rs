@@ -7,14 +7,14 @@
 //! for reading and walks its VMAs (`queue_pages_range`: one PTE read per page
 //! here) for the pages on the source node; each one found is isolated and
 //! moved to a new page on the target node by `migrate_pages` (mm/migrate.c):
-//! - **One folio at a time** (Linux before v6.3, and [`SimConfig::migrate_batch`]
+//! - **One folio at a time** (Linux before v6.3, and [`crate::toggle::MIGRATE_BATCH`]
 //!   off): `unmap_and_move` → `__unmap_and_move`: `try_to_migrate(folio, 0)`
 //!   (`try_to_migrate_one`: `ptep_clear_flush`, so the unmap's TLB flush is
 //!   sent and waited for at once, [`KernelPtes::flush_now`]; then the migration
 //!   entry is written), `move_to_new_folio` (the copy), `remove_migration_ptes`
 //!   (the PTE maps the new page).
 //! - **Batched** (v6.3, Huang Ying's "migrate_pages: batch TLB flushing" series,
-//!   and [`SimConfig::migrate_batch`] on): `migrate_pages` cuts the list into
+//!   and [`crate::toggle::MIGRATE_BATCH`] on): `migrate_pages` cuts the list into
 //!   batches of `NR_MAX_BATCHED_MIGRATION` (512) pages; `migrate_pages_batch`
 //!   first unmaps every folio of the batch (`migrate_folio_unmap` →
 //!   `try_to_migrate(src, TTU_BATCH_FLUSH)`: the flush deferred,
@@ -75,6 +75,7 @@
 
 use super::ptemem::KernelPtes;
 use super::*;
+use crate::toggle::{MIGRATE_BATCH, TLBBATCH};
 use tlbkit_policy::contpte::{self as arch, PteMem, PteVal};
 
 /// Pages `migrate_pages` batches at most (`NR_MAX_BATCHED_MIGRATION`, 512
@@ -110,11 +111,10 @@ impl Sim {
     }
 
     /// Returns whether `migrate_pages` batches its unmaps' flushes: the
-    /// kernel's own choice ([`SimConfig::migrate_batch`], else v6.3 and later)
-    /// and the architecture's batch ([`SimConfig::tlbbatch`]).
+    /// kernel's own choice (the `migrate_batch` toggle, v6.3 and later) and
+    /// the architecture's batch (`tlbbatch`).
     fn migrate_batches(&self) -> bool {
-        let kernel = self.cfg.migrate_batch.unwrap_or(self.cfg.preset.kernel.batches_migration());
-        kernel && self.cfg.tlbbatch
+        self.features().on(MIGRATE_BATCH) && self.features().on(TLBBATCH)
     }
 
     /// `migrate_pages(2)` by `cpu` at `now` of every page of `target`'s process

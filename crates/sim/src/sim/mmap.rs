@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::pagetable::{highest_bit, lowest_bit, zip};
+use crate::toggle::PTE_NEEDS_FLUSH;
 
 /// What a zap clears: `pages` pages from `va` in `mm`, the PTE changes named
 /// `change` for the oracle. [`Sim::zap_range`] takes it, and hands it on to
@@ -194,12 +195,12 @@ impl Sim {
     /// What `mprotect` changes and flushes under the run's kernel (`write`:
     /// whether it adds write access).
     fn mprotect_rule(&self, write: bool) -> MprotectRule {
-        let (kernel, arch) = (self.cfg.preset.kernel, self.cfg.preset.arch);
+        let kernel = self.cfg.preset.kernel;
         let grants = kernel.mprotect_grants_write() && !self.folios();
         MprotectRule {
             grants,
             gathers: kernel.mprotect_gathers(),
-            arch: self.cfg.kernel.pte_needs_flush.unwrap_or(kernel.pte_needs_flush(arch)),
+            arch: self.features().on(PTE_NEEDS_FLUSH),
             in_place: write && grants && kernel.mprotect_upgrades_in_place(),
         }
     }

@@ -78,7 +78,7 @@ struct Left {
 fn run(preset: &str, kernel: Kernel, rule: Option<bool>, steps: &[Step]) -> Left {
     let mut p = preset::named(preset);
     p.kernel = kernel;
-    let kernel = KernelChoices { pte_needs_flush: rule, ..KernelChoices::default() };
+    let kernel = KernelChoices::default().with(crate::toggle::PTE_NEEDS_FLUSH, rule);
     let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel, ..SimConfig::quiet(p, 1, 1) };
     let mut sim = match cfg.preset.arch {
         Arch::Arm64 => Sim::new(cfg, LinuxArm64::new(1, 4, 16, false).unwrap()),

@@ -54,6 +54,7 @@
 use super::contpte::block_conflict;
 use super::reclaim::{Held, NoSync};
 use super::*;
+use crate::toggle::TLBBATCH;
 use tlbkit_policy::contpte::{PteMem, PteVal};
 
 /// Cost of a PTE load or plain store, in `mem_access` units.
@@ -293,10 +294,10 @@ impl KernelPtes<'_> {
     /// `arch_tlbbatch_add_pending` runs inside [`Policy::flush_batch`], once per
     /// mm), and `mm` joins the batch that [`KernelPtes::sync_deferred`] flushes.
     ///
-    /// With `--set tlbbatch=off` ([`SimConfig::tlbbatch`]) nothing is deferred:
+    /// With `--set tlbbatch=off` ([`crate::toggle::TLBBATCH`]) nothing is deferred:
     /// [`KernelPtes::flush_now`] flushes the pages at once.
     pub(super) fn flush_deferred(&mut self, mm: MmId, va: VirtAddr, pages: u64) {
-        if self.sim.cfg.tlbbatch && self.should_defer(mm) {
+        if self.sim.features().on(TLBBATCH) && self.should_defer(mm) {
             self.defer_flush(mm, va, pages);
         } else {
             self.flush_now(mm, va, pages);

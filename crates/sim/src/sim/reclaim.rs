@@ -145,7 +145,7 @@
 //! `ptep_clear_flush`, whose `flush_tlb_page` sends the page's flush to the
 //! mm's CPUs and waits for it; arm64 had no batch until v6.5 (43b3dfdd0455),
 //! so there each unmap was a `TLBI VALE1IS` and a `DSB ISH` of its own. With
-//! [`SimConfig::tlbbatch`] off every deferred flush above is instead the
+//! [`crate::toggle::TLBBATCH`] off every deferred flush above is instead the
 //! policy's [`Policy::flush_range`] of its pages on the CPU itself, completed
 //! before the next PTE is read ([`KernelPtes::flush_now`]): nothing reaches
 //! [`Policy::tlbbatch_add_pending`] or [`Policy::flush_batch`], no barrier is

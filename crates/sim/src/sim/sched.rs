@@ -75,6 +75,7 @@
 //! - Load is a count of runnable threads (no PELT), loads compared with it.
 
 use super::*;
+use crate::toggle::TTWU_QUEUE;
 use tlbkit_policy::Tick;
 
 impl Sim {
@@ -184,7 +185,7 @@ impl Sim {
     /// onto `cpu` goes on `cpu`'s wake list (another cache domain's CPU,
     /// unless `--set ttwu_queue=off`).
     pub(super) fn queues_on_wakelist(&self, cpu: usize, from: usize) -> bool {
-        cpu != from && self.cfg.kernel.ttwu_queue != Some(false) && !self.scheduler.share_cache(from, cpu)
+        cpu != from && self.features().on(TTWU_QUEUE) && !self.scheduler.share_cache(from, cpu)
     }
 
     /// `__ttwu_queue_wakelist`: queues `tid` on `cpu`'s wake list from `from`,

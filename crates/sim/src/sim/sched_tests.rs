@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::preset;
+use crate::toggle::{DELAY_DEQUEUE, LAST_BUDDY, SYNC_SKIP_DELAYED, TTWU_QUEUE};
 use tlbkit_policy::asid::LinuxArm64;
 
 /// Computes in steps of 30,000 cycles, `left` of them, then exits.
@@ -261,7 +262,7 @@ fn sleeper_under_spinner(sim: &mut Sim) -> (usize, usize) {
 /// 32 to 39) under CFS, a [`Spin`] running on one CPU and a [`Sleeper`]
 /// asleep, with `ttwu_queue`; and the spinner's CPU and the sleeper's id.
 fn busy_cpu_and_sleeper(ttwu_queue: Option<bool>) -> (Sim, usize, usize) {
-    let kernel = KernelChoices { ttwu_queue, ..KernelChoices::default() };
+    let kernel = KernelChoices::default().with(TTWU_QUEUE, ttwu_queue);
     let cfg = SimConfig { sched: SchedKind::Cfs, kernel, ..SimConfig::quiet(preset::named("kunpeng920"), 40, 1) };
     let mut sim = Sim::new(cfg, LinuxArm64::new(40, 16, 16, false).unwrap());
     let (sleeper, spin) = sleeper_under_spinner(&mut sim);
@@ -300,7 +301,7 @@ fn a_wakeup_across_cache_domains_queues_on_the_targets_wake_list_with_an_ipi() {
 /// with the sleeper running, `s`, and the leftmost spinner. `last_buddy`:
 /// the `--set last_buddy` switch.
 fn preempted_near_the_leftmost(spinners: usize, last_buddy: Option<bool>) -> (Sim, usize, usize) {
-    let kernel = KernelChoices { last_buddy, ..KernelChoices::default() };
+    let kernel = KernelChoices::default().with(LAST_BUDDY, last_buddy);
     let cfg = SimConfig {
         sched: SchedKind::Cfs,
         max_events: 100_000,
@@ -518,7 +519,7 @@ fn a_busy_node_takes_a_task_from_a_busier_one_at_its_balance() {
 /// simulator, the spinner's CPU, the other CPU (idle), the spinner, the
 /// sleeper and `now`.
 fn spinner_asleep_while_ahead(delay_dequeue: bool) -> (Sim, usize, usize, usize, usize, u64) {
-    spinner_asleep_under(KernelChoices { delay_dequeue: Some(delay_dequeue), ..KernelChoices::default() })
+    spinner_asleep_under(KernelChoices::default().with(DELAY_DEQUEUE, delay_dequeue))
 }
 
 /// [`spinner_asleep_while_ahead`] under the kernel's choices `kernel`.
@@ -580,7 +581,7 @@ fn from_v6_15_a_sync_wakeup_leaves_the_wakers_delayed_tasks_out_of_running_alone
     // The waker (the task that ran after the spinner) runs on CPU c, the
     // spinner asleep in its queue; the wakee last ran on the idle CPU.
     let under = |skip: Option<bool>| {
-        let kernel = KernelChoices { delay_dequeue: Some(true), sync_skip_delayed: skip, ..KernelChoices::default() };
+        let kernel = KernelChoices::default().with(DELAY_DEQUEUE, true).with(SYNC_SKIP_DELAYED, skip);
         let (sim, c, other, spin, _, _) = spinner_asleep_under(kernel);
         assert!(sim.scheduler.is_delayed(spin) && sim.scheduler.load_of(c) == 2);
         assert_eq!(sim.scheduler.cpu(c).runq().delayed(), 1);

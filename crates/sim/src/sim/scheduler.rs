@@ -36,6 +36,7 @@ mod thread;
 use super::balance::NewIdle;
 use crate::sched::fork::ForkDomains;
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RecentUsed, RunQueue, SchedKind, Tunables, NR_MIGRATE};
+use crate::toggle::{Features, LAST_BUDDY, SYNC_SKIP_DELAYED};
 use std::cmp::Reverse;
 pub(super) use thread::{Retry, State, Thread};
 use tlbkit_policy::MmId;
@@ -72,6 +73,10 @@ pub(super) struct Scheduler {
     /// The domains Linux's fork balancing walks (`crate::sched::fork`);
     /// `None` on FreeBSD, whose new tasks take the least loaded CPU.
     fork: Option<ForkDomains>,
+    /// The run's kernel toggles: the scheduler reads `last_buddy` (CFS's
+    /// LAST_BUDDY, `sched/cfs.rs`), `delay_dequeue` (EEVDF's DELAY_DEQUEUE,
+    /// `scheduler/delayed.rs`) and `sync_skip_delayed` (`wake_affine`).
+    features: Features,
 }
 
 /// One CPU's scheduler state.
@@ -310,7 +315,13 @@ impl Scheduler {
     /// Returns a scheduler with no threads and no CPUs yet
     /// ([`Scheduler::add_cpu`]): the class's tunables `tun`, the cache
     /// domains `llcs` (every CPU of each idle), and whether the policy ticks.
-    pub(super) fn new(tun: Tunables, llcs: Vec<(u32, u32)>, ticks: bool, fork: Option<ForkDomains>) -> Self {
+    pub(super) fn new(
+        tun: Tunables,
+        features: Features,
+        llcs: Vec<(u32, u32)>,
+        ticks: bool,
+        fork: Option<ForkDomains>,
+    ) -> Self {
         let idle_llc = llcs.iter().map(|&(a, b)| b - a).collect();
         let ovl_llc = vec![0; llcs.len()];
         Scheduler {
@@ -318,6 +329,7 @@ impl Scheduler {
             sched: Vec::new(),
             loads: Vec::new(),
             tun,
+            features,
             fifo_seq: 0,
             llcs,
             idle_llc,
@@ -542,7 +554,7 @@ impl Scheduler {
                 let preempts = cfs::wakeup_preempts(curr.vruntime, &self.threads[tid].se, &self.tun);
                 if preempts {
                     let nr = self.sched[cpu].runq.len() as u64 + 1;
-                    self.sched[cpu].buddies.preempted(tid as u32, cur as u32, nr, self.tun.last_buddy);
+                    self.sched[cpu].buddies.preempted(tid as u32, cur as u32, nr, self.features.on(LAST_BUDDY));
                 }
                 preempts
             }
@@ -772,7 +784,7 @@ impl Scheduler {
         // The waker runs alone: from v6.15 the tasks asleep in the queue,
         // their dequeue delayed, are not counted (`cfs_h_nr_delayed`).
         if sync {
-            let asleep = if self.tun.sync_skip_delayed { self.sched[this].runq.delayed() } else { 0 };
+            let asleep = if self.features.on(SYNC_SKIP_DELAYED) { self.sched[this].runq.delayed() } else { 0 };
             if self.loads[this] - asleep == 1 {
                 return this;
             }

@@ -48,7 +48,7 @@
 //!   per-VMA lock is a line of the thread's own and `mmap_lock` is still one
 //!   line for all.
 //! - Each test records its start, writes its pages (one access a page, one
-//!   fault each, under `mmap_lock` or its VMA's lock: [`crate::sim::KernelChoices::vma_locks`]),
+//!   fault each, under `mmap_lock` or its VMA's lock: [`crate::toggle::VMA_LOCKS`]),
 //!   and records its end.
 //! - `mem_mb` (default 256) stands for `MemTotal / 5`, scaled down to keep the
 //!   run short (an estimate: a machine's memory is not in the benchmark; the

@@ -37,6 +37,7 @@
 
 use super::{Scheduler, State};
 use crate::sched::{eevdf, SchedKind};
+use crate::toggle::DELAY_DEQUEUE;
 
 impl Scheduler {
     /// Returns whether thread `tid` is asleep on a queue, its dequeue delayed.
@@ -49,7 +50,7 @@ impl Scheduler {
     /// whose runtime is charged: under DELAY_DEQUEUE one that is not eligible
     /// stays queued there, asleep. Returns whether it did.
     pub(super) fn delay_dequeue(&mut self, cpu: usize, tid: usize) -> bool {
-        if !self.tun.delay_dequeue || self.tun.kind != SchedKind::Eevdf {
+        if !self.features.on(DELAY_DEQUEUE) || self.tun.kind != SchedKind::Eevdf {
             return false;
         }
         let se = &self.threads[tid].se;
