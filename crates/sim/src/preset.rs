@@ -516,6 +516,25 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 13))
     }
 
+    /// Returns whether `wake_affine_weight` reads a CPU's load as its fair
+    /// queue's load average, blocked tasks included (`cpu_load`): Linux from
+    /// v5.5 (Vincent Guittot's rework of load balancing, "sched/fair: use load
+    /// instead of runnable load in wakeup path"); before, the runnable tasks'
+    /// loads alone (`weighted_cpuload`, `cpu_runnable_load`).
+    pub fn wake_load_blocked(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 5))
+    }
+
+    /// Returns whether `wake_affine_weight` keeps the wakee on its previous
+    /// CPU when the loads are equal, a sync wake-up's previous CPU counted one
+    /// more (`this_eff_load < prev_eff_load`): Linux from v4.17 (082f764a2f3f
+    /// "sched/fair: Do not migrate on wake_affine_weight() if weights are
+    /// equal", of the series that brought `recent_used_cpu`); before, a tie
+    /// goes to the waker's CPU.
+    pub fn affine_ties_prev(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (4, 17))
+    }
+
     /// Returns how a wake-up's `select_idle_sibling` uses the wakee's
     /// recently used CPU ([`RecentUsed`]): not before Linux v4.17, the
     /// waker's record v4.17 to v5.14, the wakee's previous CPU from v5.15;

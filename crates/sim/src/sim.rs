@@ -603,6 +603,8 @@ impl Sim {
         let tun = Tunables {
             recent_used: cfg.preset.kernel.recent_used(),
             idle_smt_prev: cfg.preset.kernel.idle_smt_prev(),
+            wake_load_blocked: cfg.preset.kernel.wake_load_blocked(),
+            affine_ties_prev: cfg.preset.kernel.affine_ties_prev(),
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

@@ -18,14 +18,15 @@
 //! and preemption rules, and the kernel's default tunables scaled as
 //! `sysctl_sched_tunable_scaling = SCHED_TUNABLESCALING_LOG` scales them
 //! ([`Tunables`]); CFS's buddies are [`cfs`]'s, EEVDF's delayed dequeue
-//! [`eevdf`]'s. Not modelled: task groups (cgroups, autogroup), PELT load
-//! tracking (loads are counts of runnable tasks), EEVDF's PREEMPT_SHORT
+//! [`eevdf`]'s, load tracking (PELT) [`pelt`]'s. Not modelled: task groups
+//! (cgroups, autogroup), EEVDF's PREEMPT_SHORT
 //! (v6.12: nothing to do between equal-slice tasks), real-time classes, and `hrtick` (preemption is checked at the 1 ms tick and
 //! at wake-ups, as with `HZ` = 1000 and `HRTICK` off).
 
 pub mod cfs;
 pub mod eevdf;
 pub mod fork;
+pub mod pelt;
 pub mod runq;
 
 pub use runq::{Queued, RunQueue};
@@ -147,6 +148,17 @@ pub struct Tunables {
     /// of the previous CPU's core before scanning (`select_idle_smt`, v5.13
     /// on: c722f35b513f); off in [`Tunables::new`].
     pub idle_smt_prev: bool,
+    /// Whether `wake_affine_weight` reads a CPU's load with its blocked
+    /// tasks' ([`pelt`]: the queue's load average, `cpu_load`) or its
+    /// runnable tasks' alone (`weighted_cpuload`): the kernel's
+    /// ([`crate::preset::Kernel::wake_load_blocked`]); runnable alone in
+    /// [`Tunables::new`].
+    pub wake_load_blocked: bool,
+    /// Whether `wake_affine_weight` leaves the wakee on its previous CPU
+    /// when the two loads are equal (a sync wake-up's previous CPU counted
+    /// one more): the kernel's ([`crate::preset::Kernel::affine_ties_prev`]);
+    /// off in [`Tunables::new`].
+    pub affine_ties_prev: bool,
 }
 
 impl Tunables {
@@ -179,6 +191,8 @@ impl Tunables {
             affine_prev_idle: new_kernel,
             recent_used: RecentUsed::Never,
             idle_smt_prev: false,
+            wake_load_blocked: false,
+            affine_ties_prev: false,
         }
     }
 }
@@ -220,6 +234,8 @@ pub struct Entity {
     /// eligible and stays queued, asleep, until a pick or a wake-up
     /// ([`eevdf`]'s module docs).
     pub delayed: bool,
+    /// Its load tracking ([`pelt`]).
+    pub pelt: pelt::TaskAvg,
 }
 
 impl Default for Entity {
@@ -235,6 +251,7 @@ impl Default for Entity {
             flip_decay: 0,
             last_wakee: u32::MAX,
             delayed: false,
+            pelt: pelt::TaskAvg::new(NICE_0_WEIGHT),
         }
     }
 }

@@ -56,8 +56,9 @@
 //! - The moved task keeps its place: CFS its virtual runtime relative to
 //!   `min_vruntime`, EEVDF its lag.
 //!
-//! Not modelled: PELT load and utilisation (and so `update_blocked_averages`'
-//! own cost), the SMT level below the cache domain, misfit and asymmetric
+//! Not modelled: PELT load and utilisation here (the balances count runnable
+//! tasks; only wake-affine placement reads PELT, `sim/scheduler/pelt.rs`),
+//! and so `update_blocked_averages`' own cost, the SMT level below the cache domain, misfit and asymmetric
 //! capacity, NUMA balancing, the active balance that stops a running task to
 //! move it.
 //!
@@ -152,7 +153,7 @@ impl Sim {
             let mut pulled = None;
             if let Some(src) = self.newidle_source(cpu, level) {
                 if let Some(at) = self.scheduler.task_to_move(src, cpu, t, false, false) {
-                    pulled = self.scheduler.detach(src, at, cpu);
+                    pulled = self.scheduler.detach(src, at, cpu, t);
                     t += 2 * self.m.transfer_cost(src, cpu);
                 }
             }
@@ -186,7 +187,7 @@ impl Sim {
                 if let Some(at) = self.scheduler.task_to_move(cpu, dst, now, false, false) {
                     // The idle CPU takes the task from this one's queue.
                     let t = now + 2 * self.m.transfer_cost(cpu, dst);
-                    if let Some(tid) = self.scheduler.detach(cpu, at, dst) {
+                    if let Some(tid) = self.scheduler.detach(cpu, at, dst, now) {
                         self.enqueue(tid, dst, t, cpu);
                     }
                 }
@@ -222,8 +223,8 @@ impl Sim {
         match self.scheduler.task_to_move(src, cpu, now, hot_ok, true) {
             Some(at) => {
                 self.scheduler.cpu_mut(cpu).set_balance_failed(false);
-                match self.scheduler.detach(src, at, cpu) {
-                    Some(tid) if self.scheduler.is_delayed(tid) => self.scheduler.attach_delayed(cpu, tid),
+                match self.scheduler.detach(src, at, cpu, now) {
+                    Some(tid) if self.scheduler.is_delayed(tid) => self.scheduler.attach_delayed(cpu, tid, now),
                     Some(tid) => self.enqueue(tid, cpu, now, cpu),
                     None => {}
                 }

@@ -251,7 +251,7 @@ impl Sim {
         };
         if preempt {
             self.scheduler.requeue(cpu, tid, now, false);
-            self.scheduler.set_cur(cpu, None);
+            self.scheduler.set_cur(cpu, None, now);
             return self.schedule_counted(cpu, Some(tid), now);
         }
         let now = self.exec(cpu, tid, now);

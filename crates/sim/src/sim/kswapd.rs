@@ -254,7 +254,7 @@ impl Sim {
         if n.balanced() || n.failures >= MAX_RECLAIM_RETRIES {
             // kswapd_try_to_sleep (its short premature-sleep check left out).
             self.mem.nodes[node].asleep = true;
-            self.scheduler.sleep(cpu, tid);
+            self.scheduler.sleep(cpu, tid, now);
             return now;
         }
         self.shrink_node(cpu, node, true, now)

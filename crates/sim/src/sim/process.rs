@@ -209,7 +209,7 @@ impl Sim {
 
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
         let mm = self.scheduler.thread(tid).mm();
-        self.scheduler.exit(cpu, tid);
+        self.scheduler.exit(cpu, tid, now);
         if self.kern.leave(mm) > 0 || mm.is_kernel() {
             return now;
         }

@@ -23,8 +23,8 @@
 //!   CPU or the wakee's previous one by `wake_affine` (WA_IDLE: an idle waker
 //!   CPU sharing cache with the previous one, a sync wake-up onto a waker
 //!   running alone (from v6.15 its delayed tasks not counted:
-//!   `sim/scheduler/delayed.rs`), an idle previous CPU (v6.x); then WA_WEIGHT, loads compared
-//!   with half the domain's `imbalance_pct` as bias), then
+//!   `sim/scheduler/delayed.rs`), an idle previous CPU (v6.x); then WA_WEIGHT, PELT's loads compared
+//!   with half the domain's `imbalance_pct` as bias: `sim/scheduler/pelt.rs`), then
 //!   `select_idle_sibling`: the target if idle, the previous CPU if idle and
 //!   sharing cache, the wakee's recently used CPU if idle and sharing the
 //!   target's cache (`recent_used_cpu`, v4.17 on: [`crate::sched::RecentUsed`]
@@ -72,7 +72,9 @@
 //! - At the 1 ms tick of a busy CPU (on the run's tick grid, its phase drawn
 //!   from the seed): the running thread's runtime is charged,
 //!   the class's tick preemption is checked, and balancing runs when due.
-//! - Load is a count of runnable threads (no PELT), loads compared with it.
+//! - Load: wake-affine placement reads PELT's load averages
+//!   (`sim/scheduler/pelt.rs`); balancing and fork placement count runnable
+//!   threads.
 
 use super::*;
 use crate::toggle::TTWU_QUEUE;
@@ -83,7 +85,7 @@ impl Sim {
     /// runnable): wakes `cpu` if it is idle, or, for the fair classes, checks
     /// whether it preempts the thread running there.
     pub(super) fn enqueue(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
-        self.scheduler.queue_runnable(cpu, tid);
+        self.scheduler.queue_runnable(cpu, tid, now);
         self.queued(tid, cpu, now, from);
     }
 
@@ -165,7 +167,7 @@ impl Sim {
     fn wake_delayed(&mut self, tid: usize, from: usize, now: u64) -> u64 {
         let cpu = self.scheduler.thread(tid).cpu();
         self.scheduler.update_curr(cpu, now);
-        self.scheduler.requeue_delayed(tid);
+        self.scheduler.requeue_delayed(tid, now);
         self.queued(tid, cpu, now, from);
         self.after_queue_lock(from, cpu, now)
     }
@@ -201,7 +203,7 @@ impl Sim {
         self.m.counters.ipis_sent += 1;
         self.m.cpus[cpu].stolen += c.exception_entry + c.exception_exit;
         self.m.cpus[cpu].irq_stolen += c.exception_entry + c.exception_exit;
-        self.scheduler.queue_runnable(cpu, tid);
+        self.scheduler.queue_runnable(cpu, tid, now);
         if self.scheduler.wakeup_preempts(cpu, tid, now) {
             self.scheduler.cpu_mut(cpu).owe_resched();
         }
@@ -224,6 +226,9 @@ impl Sim {
     pub(super) fn sched_tick(&mut self, cpu: usize, tid: usize, now: u64) {
         let next = self.tick_after(now, self.scheduler.tun().tick);
         self.scheduler.cpu_mut(cpu).sched_tick_next_at(next);
+        // `entity_tick`: the running task's and the queue's load tracking.
+        self.scheduler.pelt_rq(cpu, now);
+        self.scheduler.pelt_task(tid, now);
         if self.scheduler.tick_preempts(cpu, tid, now) {
             self.scheduler.cpu_mut(cpu).owe_resched();
         }
@@ -239,14 +244,14 @@ impl Sim {
         if let (true, Some(p)) = (fair, prev) {
             self.scheduler.put_prev(cpu, p, now);
         }
-        let mut next = self.scheduler.pick_next(cpu);
+        let mut next = self.scheduler.pick_next(cpu, now);
         if next.is_none() && self.cfg.migration {
             next = if fair {
                 let (pulled, t) = self.newidle_balance(cpu, now);
                 now = t;
                 pulled
             } else {
-                self.scheduler.steal(cpu)
+                self.scheduler.steal(cpu, now)
             };
         }
         let c = self.m.costs;
@@ -266,7 +271,7 @@ impl Sim {
         self.scheduler.cpu_mut(cpu).clear_resched();
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
-            self.scheduler.set_cur(cpu, None);
+            self.scheduler.set_cur(cpu, None, now);
             return self.enter_lazy(cpu, Lazy::Idle, now);
         };
         now = self.kaccess(cpu, self.scheduler.thread(next).tstruct(), now);

@@ -238,9 +238,9 @@ fn a_pinned_task_is_never_pulled() {
         sim.scheduler.thread_mut(t).pin();
     }
     // Queue them again so that the queue knows.
-    let (x, y) = (sim.scheduler.unqueue(0, 0).unwrap(), sim.scheduler.unqueue(0, 0).unwrap());
-    sim.scheduler.queue(0, x);
-    sim.scheduler.queue(0, y);
+    let (x, y) = (sim.scheduler.unqueue(0, 0, 0).unwrap(), sim.scheduler.unqueue(0, 0, 0).unwrap());
+    sim.scheduler.queue(0, x, 0);
+    sim.scheduler.queue(0, y, 0);
     assert_eq!(sim.scheduler.cpu(0).runq().movable(), 0);
     assert_eq!(sim.newidle_balance(1, 10 * sim.scheduler.tun().migration_cost).0, None);
 }
@@ -542,7 +542,7 @@ fn spinner_asleep_under(kernel: KernelChoices) -> (Sim, usize, usize, usize, usi
     let behind = sim.scheduler.thread(spin).se().vruntime - 4 * sim.scheduler.tun().base_slice;
     sim.scheduler.thread_mut(sleeper).se_mut().vruntime = behind;
     sim.enqueue(sleeper, c, now, c);
-    sim.scheduler.sleep(c, spin);
+    sim.scheduler.sleep(c, spin, now);
     sim.schedule(c, Some(spin), now);
     (sim, c, other, spin, sleeper, now)
 }
@@ -582,10 +582,10 @@ fn from_v6_15_a_sync_wakeup_leaves_the_wakers_delayed_tasks_out_of_running_alone
     // spinner asleep in its queue; the wakee last ran on the idle CPU.
     let under = |skip: Option<bool>| {
         let kernel = KernelChoices::default().with(DELAY_DEQUEUE, true).with(SYNC_SKIP_DELAYED, skip);
-        let (sim, c, other, spin, _, _) = spinner_asleep_under(kernel);
+        let (sim, c, other, spin, wakee, _) = spinner_asleep_under(kernel);
         assert!(sim.scheduler.is_delayed(spin) && sim.scheduler.load_of(c) == 2);
         assert_eq!(sim.scheduler.cpu(c).runq().delayed(), 1);
-        (sim.scheduler.wake_affine(c, other, true), c, other)
+        (sim.scheduler.wake_affine(c, other, wakee, true), c, other)
     };
     // altra's kernel (v6.9) counts the delayed spinner: two tasks, so the
     // wakee goes back to its idle CPU.
@@ -606,7 +606,7 @@ fn a_pick_that_finds_a_delayed_task_completes_its_dequeue_with_no_positive_lag()
     assert!(sim.scheduler.is_delayed(spin) && sim.scheduler.load_of(c) == 2);
     // The sleeper, which runs, sleeps too: the pick meets the delayed
     // spinner, alone and so eligible, completes its dequeue and finds nothing.
-    sim.scheduler.sleep(c, sleeper);
+    sim.scheduler.sleep(c, sleeper, now + 1000);
     sim.schedule(c, Some(sleeper), now + 1000);
     assert!(!sim.scheduler.is_delayed(spin));
     assert_eq!(sim.scheduler.thread(spin).state(), State::Blocked);
@@ -615,4 +615,75 @@ fn a_pick_that_finds_a_delayed_task_completes_its_dequeue_with_no_positive_lag()
     use preset::Kernel;
     assert!(Kernel::Linux(6, 12).delay_dequeue() && Kernel::Linux(6, 18).delay_dequeue());
     assert!(!Kernel::Linux(6, 11).delay_dequeue() && !Kernel::FreeBsd(14).delay_dequeue());
+}
+
+/// Returns `ncpus` CPUs of an Ampere Altra under EEVDF running `kernel`, with
+/// migration.
+fn machine_on(kernel: preset::Kernel, ncpus: usize) -> Sim {
+    let mut p = preset::named("altra");
+    p.kernel = kernel;
+    let cfg =
+        SimConfig { sched: SchedKind::Eevdf, migration: true, max_events: 200_000, ..SimConfig::quiet(p, ncpus, 1) };
+    Sim::new(cfg, LinuxArm64::new(ncpus, 16, 16, false).unwrap())
+}
+
+#[test]
+fn a_cpus_load_keeps_a_sleeping_tasks_decaying_load_until_it_wakes_elsewhere() {
+    // altra's kernel is v6.9; no migration, so each stays where it starts.
+    let mut sim = machine(SchedKind::Eevdf, 2, false);
+    // A sleeper runs briefly and sleeps on CPU 0, a filler spins on CPU 1,
+    // and a spinner then runs on CPU 0 for about 64 ms (3 GHz, 30,000
+    // cycles a step).
+    let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    let filler = sim.spawn(Box::new(Spin { left: 20_000 })).unwrap();
+    let spin = sim.spawn(Box::new(Spin { left: 7_000 })).unwrap();
+    let cpus = [sleeper, filler, spin].map(|t| sim.scheduler.thread(t).cpu());
+    assert_eq!(cpus, [0, 1, 0]);
+    let ms = sim.scheduler.tun().ms;
+    while sim.scheduler.cpu(0).clock() < 64 * ms {
+        assert!(sim.step(), "the spinner stopped early");
+    }
+    assert_eq!(sim.scheduler.thread(sleeper).state(), State::Blocked);
+    // The spinner's load is its weight; the sleeper's, 64 ms (62 periods of
+    // 1,024 us) old, has halved about twice and stays in CPU 0's.
+    let (spinner, cpu0) = (sim.scheduler.task_load(spin), sim.scheduler.load_avg(0));
+    assert!(spinner > 1000, "a task always running weighs its weight: {spinner}");
+    assert!((1100..1500).contains(&cpu0), "CPU 0 holds the spinner's load and the sleeper's, decayed: {cpu0}");
+    // Woken on CPU 1, the sleeper's load decays for its sleep, joins CPU 1's
+    // and leaves CPU 0's at its next update.
+    let now = sim.scheduler.cpu(0).clock();
+    let (asleep, cpu1) = (sim.scheduler.task_load(sleeper), sim.scheduler.load_avg(1));
+    sim.enqueue(sleeper, 1, now, 0);
+    let carried = sim.scheduler.task_load(sleeper);
+    assert!(carried > 0 && carried < asleep / 2, "64 ms asleep: {asleep} decays to {carried}");
+    assert!(sim.scheduler.load_avg(1) >= cpu1 + carried);
+    while sim.scheduler.cpu(0).clock() < now + 2 * ms {
+        assert!(sim.step());
+    }
+    let after = sim.scheduler.load_avg(0);
+    assert!(after < cpu0 - carried / 2, "CPU 0 still holds the sleeper: {after} (was {cpu0}, it carried {carried})");
+}
+
+#[test]
+fn wake_affine_weight_compares_pelt_loads_with_the_bias_and_breaks_ties_by_kernel() {
+    // CPUs 0 (the waker's) and 1 (the wakee's previous) each run something,
+    // so that neither idle rule decides; the loads are set as PELT's.
+    let decide = |kernel: preset::Kernel, this: u64, prev: u64, wakee: u64| {
+        let mut sim = machine_on(kernel, 2);
+        let t = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+        set_loads(&mut sim, &[2, 2]);
+        sim.scheduler.fake_load_avg(0, this);
+        sim.scheduler.fake_load_avg(1, prev);
+        sim.scheduler.thread_mut(t).se_mut().pelt.avg.load_avg = wakee;
+        sim.scheduler.wake_affine(0, 1, t, false)
+    };
+    let v6 = preset::Kernel::Linux(6, 9);
+    // (1024 + 1024) x 100 against (3072 - 1024) x 108: the waker's CPU.
+    assert_eq!(decide(v6, 1024, 3072, 1024), 0);
+    // (2048 + 1024) x 100 against the same: the previous CPU.
+    assert_eq!(decide(v6, 2048, 3072, 1024), 1);
+    // A tie (108 x 100 against 100 x 108) stays on the previous CPU from
+    // v4.17 and goes to the waker's before.
+    assert_eq!(decide(v6, 108, 100, 0), 1);
+    assert_eq!(decide(preset::Kernel::Linux(4, 14), 108, 100, 0), 0);
 }

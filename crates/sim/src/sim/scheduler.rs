@@ -32,6 +32,7 @@
 //! owed reschedule and balancing deadlines), never to write a field.
 
 mod delayed;
+mod pelt;
 mod thread;
 use super::balance::NewIdle;
 use crate::sched::fork::ForkDomains;
@@ -120,6 +121,8 @@ pub(super) struct CpuSched {
     /// Whether its last balance found only cache-hot tasks to move
     /// (`nr_balance_failed`, which lets the next one move a hot task).
     balance_failed: bool,
+    /// Its fair queue's load tracking (`scheduler/pelt.rs`).
+    pelt: crate::sched::pelt::RqAvg,
 }
 
 impl CpuSched {
@@ -367,6 +370,7 @@ impl Scheduler {
             next_kick: 0,
             newidle: NewIdle::new(self.tun.migration_cost),
             balance_failed: false,
+            pelt: Default::default(),
         });
         self.loads.push(0);
     }
@@ -401,19 +405,19 @@ impl Scheduler {
 
     /// Makes `tid` runnable on `cpu` and queues it there.
     #[inline]
-    pub(super) fn queue_runnable(&mut self, cpu: usize, tid: usize) {
+    pub(super) fn queue_runnable(&mut self, cpu: usize, tid: usize, now: u64) {
         let t = &mut self.threads[tid];
         debug_assert!(matches!(t.state, State::Runnable | State::Blocked), "{tid} queued while {:?}", t.state);
         t.state = State::Runnable;
         t.cpu = cpu;
-        self.queue(cpu, tid);
+        self.queue(cpu, tid, now);
     }
 
     /// Runs `tid`, taken off a queue, on `cpu` from `now`: its slice and
     /// (`set_next_entity`) its runtime count from here, RUN_TO_PARITY's mark set.
     #[inline]
     pub(super) fn run(&mut self, cpu: usize, tid: usize, now: u64) {
-        self.set_cur(cpu, Some(tid));
+        self.set_cur(cpu, Some(tid), now);
         self.sched[cpu].slice_start = now;
         let t = &mut self.threads[tid];
         debug_assert_eq!(t.state, State::Runnable, "{tid} runs but was not runnable");
@@ -426,25 +430,25 @@ impl Scheduler {
     /// `tid`, running on `cpu`, sleeps until a wake-up, then retries `retry`:
     /// the CPU runs nothing until it schedules.
     #[inline]
-    pub(super) fn block(&mut self, cpu: usize, tid: usize, retry: Retry) {
+    pub(super) fn block(&mut self, cpu: usize, tid: usize, retry: Retry, now: u64) {
         let t = &mut self.threads[tid];
         match retry {
             Retry::Read(p) => t.retry_read = Some(p),
             Retry::Write(p) => t.retry_write = Some(p),
         }
-        self.sleep(cpu, tid);
+        self.sleep(cpu, tid, now);
     }
 
     /// `tid`, running on `cpu`, sleeps until a wake-up, with nothing to
     /// retry (a kernel thread's wait: `kswapd`'s).
     #[inline]
-    pub(super) fn sleep(&mut self, cpu: usize, tid: usize) {
+    pub(super) fn sleep(&mut self, cpu: usize, tid: usize, now: u64) {
         let t = &mut self.threads[tid];
         debug_assert_eq!(t.state, State::Running, "{tid} sleeps but was not running");
         t.state = State::Blocked;
         // `dequeue_entity`'s `clear_buddies`.
         self.sched[cpu].buddies.clear(tid as u32);
-        self.set_cur(cpu, None);
+        self.set_cur(cpu, None, now);
     }
 
     /// The new thread `tid`, never queued, starts asleep: a wake-up is the
@@ -456,11 +460,11 @@ impl Scheduler {
     }
 
     /// `tid`, running on `cpu`, exits: the CPU runs nothing until it schedules.
-    pub(super) fn exit(&mut self, cpu: usize, tid: usize) {
+    pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) {
         debug_assert_eq!(self.sched[cpu].cur, Some(tid), "{tid} exits but does not run on CPU {cpu}");
         self.threads[tid].state = State::Dead;
         self.sched[cpu].buddies.clear(tid as u32);
-        self.set_cur(cpu, None);
+        self.set_cur(cpu, None, now);
     }
 
     /// Returns `cpu`'s scheduler state.
@@ -663,8 +667,9 @@ impl Scheduler {
         }
     }
 
-    /// Queues `tid` on `cpu`'s run queue: last (FIFO), or by its virtual runtime.
-    pub(super) fn queue(&mut self, cpu: usize, tid: usize) {
+    /// Queues `tid` on `cpu`'s run queue at `now`: last (FIFO), or by its
+    /// virtual runtime.
+    pub(super) fn queue(&mut self, cpu: usize, tid: usize, now: u64) {
         let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
         let t = &self.threads[tid];
         let e = if self.tun.kind.is_fair() {
@@ -683,10 +688,12 @@ impl Scheduler {
         self.sched[cpu].runq.insert(e);
         self.loads[cpu] += 1;
         self.track(cpu, load, movable);
+        self.pelt_rq(cpu, now);
+        self.pelt_task(tid, now);
     }
 
-    /// Takes the thread queued at `at` on `cpu`'s run queue (0: the first).
-    pub(super) fn unqueue(&mut self, cpu: usize, at: usize) -> Option<usize> {
+    /// Takes the thread queued at `at` on `cpu`'s run queue (0: the first) at `now`.
+    pub(super) fn unqueue(&mut self, cpu: usize, at: usize, now: u64) -> Option<usize> {
         let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
         let tid = self.sched[cpu].runq.remove(at).map(|e| e.tid as usize);
         self.loads[cpu] -= tid.is_some() as u32;
@@ -695,16 +702,24 @@ impl Scheduler {
             self.sched[cpu].buddies.clear(tid as u32);
         }
         self.track(cpu, load, movable);
+        self.pelt_rq(cpu, now);
+        if let Some(tid) = tid {
+            self.pelt_task(tid, now);
+        }
         tid
     }
 
-    /// Sets the thread running on `cpu` (`None`: none).
-    pub(super) fn set_cur(&mut self, cpu: usize, tid: Option<usize>) {
+    /// Sets the thread running on `cpu` (`None`: none) at `now`.
+    pub(super) fn set_cur(&mut self, cpu: usize, tid: Option<usize>, now: u64) {
         let (load, movable) = (self.loads[cpu], self.sched[cpu].runq.movable());
         let s = &mut self.sched[cpu];
         self.loads[cpu] = self.loads[cpu] + tid.is_some() as u32 - s.cur.is_some() as u32;
-        s.cur = tid;
+        let was = std::mem::replace(&mut s.cur, tid);
         self.track(cpu, load, movable);
+        self.pelt_rq(cpu, now);
+        for t in [was, tid].into_iter().flatten() {
+            self.pelt_task(t, now);
+        }
     }
 
     /// Charges the thread running on `cpu` its runtime up to `now`
@@ -757,7 +772,7 @@ impl Scheduler {
         let wide = self.sched[this]
             .cur
             .is_some_and(|w| wake_wide(self.threads[w].se.wakee_flips, self.threads[tid].se.wakee_flips, llc_size));
-        let target = if !wide && this != prev { self.wake_affine(this, prev, sync) } else { prev };
+        let target = if !wide && this != prev { self.wake_affine(this, prev, tid, sync) } else { prev };
         let cpu = self.select_idle_sibling(tid, prev, target);
         if self.tun.recent_used == RecentUsed::Waker && !wide && !self.threads[tid].pinned {
             // v4.17 to v5.14: `current->recent_used_cpu = cpu` (want_affine:
@@ -775,8 +790,9 @@ impl Scheduler {
         self.sched[a].llc == self.sched[b].llc
     }
 
-    /// `wake_affine`: the waker's CPU `this` or the wakee's previous one.
-    pub(super) fn wake_affine(&self, this: usize, prev: usize, sync: bool) -> usize {
+    /// `wake_affine`: the waker's CPU `this` or the previous one of `tid`,
+    /// the wakee.
+    pub(super) fn wake_affine(&self, this: usize, prev: usize, tid: usize, sync: bool) -> usize {
         // WA_IDLE (`wake_affine_idle`).
         if self.idle(this) && self.share_cache(this, prev) {
             return if self.idle(prev) { prev } else { this };
@@ -792,23 +808,7 @@ impl Scheduler {
         if self.tun.affine_prev_idle && self.idle(prev) {
             return prev;
         }
-        // WA_WEIGHT (`wake_affine_weight`), loads in tasks: the waker leaves
-        // `this` when sync, the wakee joins it; the sleeping wakee is not
-        // counted on `prev`.
-        let mut this_load = i64::from(self.loads[this]);
-        if sync {
-            if this_load < 1 {
-                return this;
-            }
-            this_load -= 1;
-        }
-        let this_eff = (this_load + 1) * 100;
-        let prev_eff = i64::from(self.loads[prev]) * (100 + (self.tun.imbalance_pct as i64 - 100) / 2);
-        if this_eff < prev_eff {
-            this
-        } else {
-            prev
-        }
+        self.wake_affine_weight(this, prev, tid, sync)
     }
 
     /// `select_idle_sibling`: an idle CPU sharing cache with `target`, or
@@ -882,18 +882,18 @@ impl Scheduler {
                 b.skip = Some(tid as u32);
             }
         }
-        self.queue(cpu, tid);
+        self.queue(cpu, tid, now);
     }
 
     /// The thread the fair class picks to run next on `cpu`, taken off the queue.
-    pub(super) fn pick_next(&mut self, cpu: usize) -> Option<usize> {
+    pub(super) fn pick_next(&mut self, cpu: usize, now: u64) -> Option<usize> {
         let rq = &self.sched[cpu].runq;
         let at = match self.tun.kind {
             SchedKind::Fifo => 0,
             SchedKind::Cfs => cfs::pick(rq, &self.sched[cpu].buddies, &self.tun),
-            SchedKind::Eevdf => self.pick_eevdf(cpu)?,
+            SchedKind::Eevdf => self.pick_eevdf(cpu, now)?,
         };
-        self.unqueue(cpu, at)
+        self.unqueue(cpu, at, now)
     }
 
     /// The fair classes' `put_prev_task` for `prev`, which left `cpu` blocked
@@ -906,20 +906,20 @@ impl Scheduler {
         }
         self.threads[prev].se.account(now);
         let blocked = self.threads[prev].state == State::Blocked;
-        if t.kind == SchedKind::Eevdf && blocked && !self.delay_dequeue(cpu, prev) {
+        if t.kind == SchedKind::Eevdf && blocked && !self.delay_dequeue(cpu, prev, now) {
             eevdf::save_lag(&self.sched[cpu].runq, &mut self.threads[prev].se, &t);
         }
         self.sched[cpu].runq.update_min(None);
     }
 
     /// Takes the last queued thread that is not pinned from the busiest other CPU.
-    pub(super) fn steal(&mut self, cpu: usize) -> Option<usize> {
+    pub(super) fn steal(&mut self, cpu: usize, now: u64) -> Option<usize> {
         let movable = |c: usize| self.sched[c].runq.iter().rposition(|e| !e.pinned);
         let victim = (0..self.sched.len())
             .filter(|&c| c != cpu && movable(c).is_some())
             .max_by_key(|&c| (self.sched[c].runq.len(), Reverse(c)))?;
         let at = movable(victim)?;
-        self.unqueue(victim, at)
+        self.unqueue(victim, at, now)
     }
 
     /// Returns whether thread `tid`, queued on `src`, is cache-hot at `now`
@@ -950,8 +950,9 @@ impl Scheduler {
 
     /// Takes the task at `at` off `src`'s queue for `dst`, moving its place in
     /// virtual time; returns it, not yet queued anywhere.
-    pub(super) fn detach(&mut self, src: usize, at: usize, dst: usize) -> Option<usize> {
-        let tid = self.unqueue(src, at)?;
+    pub(super) fn detach(&mut self, src: usize, at: usize, dst: usize, now: u64) -> Option<usize> {
+        let tid = self.unqueue(src, at, now)?;
+        self.pelt_detach(tid, src, now);
         let t = self.tun;
         match t.kind {
             SchedKind::Fifo => {}

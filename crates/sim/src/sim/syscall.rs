@@ -115,7 +115,7 @@ impl Sim {
             Sys::Null => now,
             Sys::Yield => {
                 self.scheduler.requeue(cpu, tid, now, true);
-                self.scheduler.set_cur(cpu, None);
+                self.scheduler.set_cur(cpu, None, now);
                 now
             }
         }
@@ -139,7 +139,7 @@ impl Sim {
         if pipe.is_full() {
             // Full: sleep until a read makes room, then write again.
             pipe.wait_to_write(tid);
-            self.scheduler.block(cpu, tid, Retry::Write(p));
+            self.scheduler.block(cpu, tid, Retry::Write(p), now);
             now = self.kaccess(cpu, self.kern.ktext() + KTEXT_IPC, now);
             let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
             return self.kaccess(cpu, kva, t);
@@ -176,7 +176,7 @@ impl Sim {
             return now;
         }
         pipe.wait_to_read(tid);
-        self.scheduler.block(cpu, tid, Retry::Read(p));
+        self.scheduler.block(cpu, tid, Retry::Read(p), now);
         let t = self.pipe_locked(cpu, p, now, c.kernel.pipe_op);
         self.kaccess(cpu, kva, t)
     }

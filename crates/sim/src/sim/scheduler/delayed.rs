@@ -31,8 +31,12 @@
 //!   v6.12 to v6.14 count them, so a waker with a delayed task behind it
 //!   does not take the wakee.
 //!
-//! Not modelled: v6.13's `h_nr_delayed` in PELT's runnable signal
-//! (76f2f783294d; the model has no PELT); v6.13's PLACE_REL_DEADLINE, which
+//! Load tracking (`scheduler/pelt.rs`): a delayed task stays queued, so its
+//! weight stays in its CPU's queue and its load accrues, as the kernel's
+//! does; it is not runnable (v6.13's `h_nr_delayed`, 76f2f783294d, taken
+//! for every kernel: the runnable average is read by nothing modelled).
+//!
+//! Not modelled: v6.13's PLACE_REL_DEADLINE, which
 //! keeps a moved task's deadline relative to its virtual runtime.
 
 use super::{Scheduler, State};
@@ -49,7 +53,7 @@ impl Scheduler {
     /// `dequeue_entity` for `tid`, which went to sleep running on `cpu` and
     /// whose runtime is charged: under DELAY_DEQUEUE one that is not eligible
     /// stays queued there, asleep. Returns whether it did.
-    pub(super) fn delay_dequeue(&mut self, cpu: usize, tid: usize) -> bool {
+    pub(super) fn delay_dequeue(&mut self, cpu: usize, tid: usize, now: u64) -> bool {
         if !self.features.on(DELAY_DEQUEUE) || self.tun.kind != SchedKind::Eevdf {
             return false;
         }
@@ -58,7 +62,7 @@ impl Scheduler {
             return false;
         }
         self.threads[tid].se.delayed = true;
-        self.queue(cpu, tid);
+        self.queue(cpu, tid, now);
         true
     }
 
@@ -66,11 +70,11 @@ impl Scheduler {
     /// delayed task picked has its dequeue completed ([`Scheduler::finish_delayed`])
     /// and the pick is made again. Returns the position of the task to run,
     /// `None` when the queue holds none.
-    pub(super) fn pick_eevdf(&mut self, cpu: usize) -> Option<usize> {
+    pub(super) fn pick_eevdf(&mut self, cpu: usize, now: u64) -> Option<usize> {
         loop {
             let rq = &self.sched[cpu].runq;
             match eevdf::pick(rq, None) {
-                eevdf::Pick::Queued(i) if rq.get(i).is_some_and(|e| e.delayed) => self.finish_delayed(cpu, i),
+                eevdf::Pick::Queued(i) if rq.get(i).is_some_and(|e| e.delayed) => self.finish_delayed(cpu, i, now),
                 eevdf::Pick::Queued(i) => return Some(i),
                 _ => return None,
             }
@@ -79,8 +83,8 @@ impl Scheduler {
 
     /// A pick on `cpu` found the delayed task at `at` of its queue: its
     /// dequeue completes, with its lag (DELAY_ZERO: none above zero).
-    fn finish_delayed(&mut self, cpu: usize, at: usize) {
-        let Some(tid) = self.unqueue(cpu, at) else { return };
+    fn finish_delayed(&mut self, cpu: usize, at: usize, now: u64) {
+        let Some(tid) = self.unqueue(cpu, at, now) else { return };
         let t = self.tun;
         let th = &mut self.threads[tid];
         debug_assert!(th.se.delayed && th.state == State::Blocked, "{tid} was not asleep on CPU {cpu}");
@@ -89,17 +93,19 @@ impl Scheduler {
         eevdf::save_lag_queued(&self.sched[cpu].runq, None, se, &t);
         se.vlag = se.vlag.min(0);
         self.sched[cpu].runq.update_min(None);
+        // Off the queue now: its load tracking stops counting it queued.
+        self.pelt_task(tid, now);
     }
 
     /// Wakes the delayed `tid` where it is queued (`requeue_delayed_entity`):
     /// runnable in its place, or, if its lag turned positive, placed again at
     /// the average with no lag. Returns its CPU.
-    pub(in crate::sim) fn requeue_delayed(&mut self, tid: usize) -> usize {
+    pub(in crate::sim) fn requeue_delayed(&mut self, tid: usize, now: u64) -> usize {
         let cpu = self.threads[tid].cpu;
         let at = self.sched[cpu].runq.position(tid);
         debug_assert!(at.is_some() && self.threads[tid].se.delayed, "{tid} is not delayed on CPU {cpu}");
         if let Some(at) = at {
-            self.unqueue(cpu, at);
+            self.unqueue(cpu, at, now);
         }
         let t = self.tun;
         let curr = self.sched[cpu].cur.map(|c| (self.threads[c].se.vruntime, self.threads[c].se.weight));
@@ -111,14 +117,14 @@ impl Scheduler {
             se.vlag = 0;
             eevdf::place(rq, curr, se, &t, false);
         }
-        self.queue_runnable(cpu, tid);
+        self.queue_runnable(cpu, tid, now);
         cpu
     }
 
     /// Queues `tid`, delayed and detached for `cpu` by a balance
     /// ([`Scheduler::detach`], which set its CPU), there: still asleep.
-    pub(in crate::sim) fn attach_delayed(&mut self, cpu: usize, tid: usize) {
+    pub(in crate::sim) fn attach_delayed(&mut self, cpu: usize, tid: usize, now: u64) {
         debug_assert!(self.threads[tid].se.delayed && self.threads[tid].cpu == cpu, "{tid} is not delayed for {cpu}");
-        self.queue(cpu, tid);
+        self.queue(cpu, tid, now);
     }
 }
