@@ -516,6 +516,16 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 13))
     }
 
+    /// Returns whether a wake-up's scan of the cache domain for an idle CPU
+    /// is limited by the domain's utilisation (SIS_UTIL: Linux from v6.0,
+    /// 70fb5ccf2ebb "sched/fair: Introduce SIS_UTIL to search idle CPU based
+    /// on sum of util_avg"). Before, SIS_PROP limited it by the CPU's
+    /// average idle time against the scan's measured cost, which the model
+    /// does not measure: those kernels scan the whole domain here.
+    pub fn sis_util(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 0))
+    }
+
     /// Returns whether `wake_affine_weight` reads a CPU's load as its fair
     /// queue's load average, blocked tasks included (`cpu_load`): Linux from
     /// v5.5 (Vincent Guittot's rework of load balancing, "sched/fair: use load

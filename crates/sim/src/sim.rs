@@ -605,6 +605,7 @@ impl Sim {
             idle_smt_prev: cfg.preset.kernel.idle_smt_prev(),
             wake_load_blocked: cfg.preset.kernel.wake_load_blocked(),
             affine_ties_prev: cfg.preset.kernel.affine_ties_prev(),
+            sis_util: cfg.preset.kernel.sis_util(),
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

@@ -159,6 +159,10 @@ pub struct Tunables {
     /// one more): the kernel's ([`crate::preset::Kernel::affine_ties_prev`]);
     /// off in [`Tunables::new`].
     pub affine_ties_prev: bool,
+    /// Whether the idle-CPU scan of a wake-up is limited by the cache
+    /// domain's utilisation (SIS_UTIL): the kernel's
+    /// ([`crate::preset::Kernel::sis_util`]); off in [`Tunables::new`].
+    pub sis_util: bool,
 }
 
 impl Tunables {
@@ -193,6 +197,7 @@ impl Tunables {
             idle_smt_prev: false,
             wake_load_blocked: false,
             affine_ties_prev: false,
+            sis_util: false,
         }
     }
 }

@@ -115,6 +115,17 @@ fn accumulate_segments(periods: u64, d1: u32, d3: u32) -> u32 {
     c1 + c2 + d3
 }
 
+/// SIS_UTIL's count (`update_idle_cpu_scan`): of a cache domain of `weight`
+/// CPUs whose utilisations sum to `sum_util`, with `imbalance_pct` `pct`,
+/// the CPUs a wake-up's idle scan may look at:
+/// `(1024 - min(1024, x² pct² / (10000 × 1024))) × weight / 1024`, `x` the
+/// utilisation per CPU. None from `x = 1024 × 100 / pct` (85% busy at 117).
+pub fn idle_scan_count(sum_util: u64, weight: u64, pct: u64) -> u32 {
+    let x = sum_util / weight.max(1);
+    let tmp = (x * x * pct * pct / (10_000 << CAPACITY_SHIFT)).min(1 << CAPACITY_SHIFT);
+    ((((1 << CAPACITY_SHIFT) - tmp) * weight) >> CAPACITY_SHIFT) as u32
+}
+
 /// One average (`struct sched_avg`): a task's or a run queue's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedAvg {
@@ -423,6 +434,15 @@ mod tests {
         assert_eq!(se.last_update, 0);
         rq.update(1 + 53 * MS, 0, 0, false);
         assert!(rq.avg.load_avg < 50, "{rq:?}");
+    }
+
+    #[test]
+    fn the_idle_scan_covers_an_idle_domain_and_stops_at_85_percent() {
+        assert_eq!(idle_scan_count(0, 8, 117), 8);
+        // Half busy: 1024 - 512² × 117² / 10,240,000 = 1024 - 350 = 674.
+        assert_eq!(idle_scan_count(8 * 512, 8, 117), (674 * 8 / 1024) as u32);
+        assert_eq!(idle_scan_count(8 * 875, 8, 117), 0);
+        assert_eq!(idle_scan_count(8 * 1024, 8, 117), 0);
     }
 
     #[test]

@@ -207,6 +207,8 @@ impl Sim {
     /// from its busiest CPU when that runs at least two more tasks and more
     /// than `imbalance_pct` percent of this one's. Returns whether it moved one.
     fn llc_balance(&mut self, cpu: usize, own: usize, now: u64) -> bool {
+        // `update_sd_lb_stats` ends with SIS_UTIL's count (v6.0 on).
+        self.scheduler.update_idle_cpu_scan(own, now);
         let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else { return false };
         let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
         if 100 * b <= self.scheduler.tun().imbalance_pct * l || b < l + 2 {

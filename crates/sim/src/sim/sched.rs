@@ -32,7 +32,11 @@
 //!   from the CPU after it, the first CPU of a wholly idle core where a
 //!   core's threads share it (`select_idle_core`); with none, from v5.13 an
 //!   idle thread of the previous CPU's core (`select_idle_smt`); else the
-//!   first idle CPU (SIS_PROP and SIS_UTIL's scan limits not modelled).
+//!   first idle CPU; from v6.0 the scan looks at no more CPUs than SIS_UTIL's
+//!   count, which each periodic balance of the cache domain sets from the
+//!   domain's PELT utilisation (none from 85% busy: `sim/scheduler/pelt.rs`;
+//!   earlier kernels' SIS_PROP, which weighs the scan's measured cost, is not
+//!   modelled).
 //!   A thread bound to a CPU (`CloneOn`) stays there; with `migration=off`
 //!   every thread wakes on its previous CPU. Pipe wake-ups are sync, as
 //!   `pipe_write`'s and `pipe_read`'s `wake_up_interruptible_sync_poll`.

@@ -687,3 +687,26 @@ fn wake_affine_weight_compares_pelt_loads_with_the_bias_and_breaks_ties_by_kerne
     assert_eq!(decide(v6, 108, 100, 0), 1);
     assert_eq!(decide(preset::Kernel::Linux(4, 14), 108, 100, 0), 0);
 }
+
+#[test]
+fn from_v6_0_a_busy_cache_domain_stops_the_idle_scan() {
+    // Four spinners fill altra's four CPUs for 40 ms: utilisation near full.
+    let run = |kernel: preset::Kernel| {
+        let mut sim = machine_on(kernel, 4);
+        for _ in 0..4 {
+            sim.spawn(Box::new(Spin { left: 5_000 })).unwrap();
+        }
+        let ms = sim.scheduler.tun().ms;
+        while sim.scheduler.cpu(0).clock() < 40 * ms {
+            assert!(sim.step());
+        }
+        let llc = sim.scheduler.cpu(0).llc() as usize;
+        let now = sim.scheduler.cpu(0).clock();
+        sim.scheduler.update_idle_cpu_scan(llc, now);
+        (sim.scheduler.nr_idle_scan(llc), sim.scheduler.llc_cpus(llc).len() as u32)
+    };
+    let (scan, cpus) = run(preset::Kernel::Linux(6, 9));
+    assert_eq!(scan, 0, "a domain over 85% busy is not scanned");
+    // Before v6.0 (SIS_PROP, not modelled) the count stays the whole domain.
+    assert_eq!(run(preset::Kernel::Linux(5, 15)), (cpus, cpus));
+}

@@ -63,6 +63,10 @@ pub(super) struct Scheduler {
     llcs: Vec<(u32, u32)>,
     /// Per cache domain, the CPUs with nothing running or queued.
     idle_llc: Vec<u32>,
+    /// Per cache domain, how many CPUs a wake-up's idle scan may look at
+    /// (SIS_UTIL's `nr_idle_scan`, `scheduler/pelt.rs`); the whole domain
+    /// until its first periodic balance, as on a machine idle before the run.
+    nr_idle_scan: Vec<u32>,
     /// Per cache domain, the CPUs with a queued task balancing may move.
     ovl_llc: Vec<u32>,
     /// CPUs with a queued task balancing may move, all told.
@@ -325,7 +329,8 @@ impl Scheduler {
         ticks: bool,
         fork: Option<ForkDomains>,
     ) -> Self {
-        let idle_llc = llcs.iter().map(|&(a, b)| b - a).collect();
+        let idle_llc: Vec<u32> = llcs.iter().map(|&(a, b)| b - a).collect();
+        let nr_idle_scan = idle_llc.clone();
         let ovl_llc = vec![0; llcs.len()];
         Scheduler {
             threads: Vec::new(),
@@ -336,6 +341,7 @@ impl Scheduler {
             fifo_seq: 0,
             llcs,
             idle_llc,
+            nr_idle_scan,
             ovl_llc,
             ovl_total: 0,
             ticks,
@@ -840,13 +846,16 @@ impl Scheduler {
         if self.idle_llc[llc] == 0 {
             return target;
         }
-        // `select_idle_cpu`: from the CPU after the target round to it.
+        // `select_idle_cpu`: from the CPU after the target round to it, at
+        // most SIS_UTIL's count of CPUs (none: no scan at all), unless a
+        // wholly idle core is sought.
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
-        let mut scan = (target + 1..hi).chain(lo..target);
+        let limit = if self.tun.sis_util { self.nr_idle_scan(llc) as usize } else { hi - lo };
+        let scan = (target + 1..hi).chain(lo..target);
         if let Some(d) = self.fork.as_ref().filter(|d| d.smt()) {
             let idle_core = |c: usize| d.core(c).all(|x| x >= hi || x < lo || self.idle(x));
             if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
-                return c;
+                return if limit == 0 { target } else { c };
             }
             // No core wholly idle: from v5.13 an idle thread of the previous
             // CPU's core, where it shares the target's cache (`select_idle_smt`).
@@ -857,7 +866,7 @@ impl Scheduler {
                 }
             }
         }
-        scan.find(|&c| self.idle(c)).unwrap_or(target)
+        scan.take(limit).find(|&c| self.idle(c)).unwrap_or(target)
     }
 
     /// Puts the running thread `tid` of `cpu` back on its queue at `now`,

@@ -29,7 +29,7 @@
 //! The FIFO class (FreeBSD's runs here) keeps no averages.
 
 use super::{Scheduler, State};
-use crate::sched::pelt::RqAvg;
+use crate::sched::pelt::{idle_scan_count, RqAvg};
 
 impl Scheduler {
     /// Returns the PELT clock at cycle `now`, in ns.
@@ -148,6 +148,39 @@ impl Scheduler {
         } else {
             prev
         }
+    }
+
+    /// SIS_UTIL's `update_idle_cpu_scan`, at a periodic balance of cache
+    /// domain `llc` at `now` ([`idle_scan_count`] of its CPUs'
+    /// utilisations; the newly idle balance does not update it).
+    pub(in crate::sim) fn update_idle_cpu_scan(&mut self, llc: usize, now: u64) {
+        if !self.tun.sis_util {
+            return;
+        }
+        let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
+        let sum: u64 = (lo..hi).map(|c| self.cpu_util(c, now)).sum();
+        self.nr_idle_scan[llc] = idle_scan_count(sum, (hi - lo) as u64, self.tun.imbalance_pct);
+    }
+
+    /// Returns how many CPUs of cache domain `llc` a wake-up's idle scan may
+    /// look at.
+    pub(in crate::sim) fn nr_idle_scan(&self, llc: usize) -> u32 {
+        self.nr_idle_scan[llc]
+    }
+
+    /// Returns `cpu`'s utilisation at `now` (`cpu_util_cfs`, at most its
+    /// capacity): as last updated while it runs something (its tick keeps
+    /// it current); idle, decayed since, as the NOHZ idle balancer's updates
+    /// of blocked averages keep an idle CPU's (`util_est` not modelled).
+    fn cpu_util(&self, cpu: usize, now: u64) -> u64 {
+        let avg = &self.sched[cpu].pelt.avg;
+        let util = if self.sched[cpu].cur.is_some() {
+            avg.util_avg
+        } else {
+            let idle_ns = self.pelt_clock(now).saturating_sub(avg.last_update);
+            crate::sched::pelt::decay_load(avg.util_avg, idle_ns >> 20)
+        };
+        util.min(1024)
     }
 
     /// Returns `cpu`'s fair queue's load average as last updated.
