@@ -1,7 +1,9 @@
 //! Per-entity load tracking (PELT, `kernel/sched/pelt.c` and its callers in
 //! `kernel/sched/fair.c`): the decaying averages of how much of the recent
 //! past a task was runnable and running, and the same of a CPU's fair run
-//! queue, which the kernel's wake-up placement reads as loads.
+//! queue, which the kernel's wake-up placement reads: the loads in
+//! `wake_affine_weight`, the utilisation in SIS_UTIL's bound on the idle
+//! scan ([`idle_scan_count`]).
 //!
 //! The arithmetic is the kernel's, to the unit:
 //! - Time is counted in units of 1,024 ns; a period is 1,024 units (about

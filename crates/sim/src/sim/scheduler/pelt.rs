@@ -21,8 +21,10 @@
 //!   (`detach_entity_load_avg`, `DO_DETACH`); a task that dies is removed
 //!   (`task_dead_fair`).
 //! - What reads them: `wake_affine_weight` (WA_WEIGHT), which compares the
-//!   waker's CPU's load with the wakee's and the previous CPU's. The load
-//!   balancer and fork placement still count runnable tasks.
+//!   waker's CPU's load with the wakee's and the previous CPU's, and SIS_UTIL
+//!   (v6.0), whose count of CPUs a wake-up's idle scan may look at each
+//!   periodic balance of a cache domain sets from its CPUs' utilisation.
+//!   The load balancer and fork placement still count runnable tasks.
 //! - Time is the cycle clock in ns (every CPU at full capacity and
 //!   frequency, so `rq_clock_pelt` is the task clock).
 //!
