@@ -24,8 +24,9 @@
 //! the tasks queued or running on them, its idle CPUs; its type, spare
 //! capacity while it runs fewer tasks than it has CPUs, fully busy at as many,
 //! overloaded beyond; its average load in the kernel's units, 1024 a task over
-//! 1024 a CPU. Loads are counts of tasks, as everywhere in the model's
-//! scheduler: the kernel also weighs PELT load and utilisation (a group with
+//! 1024 a CPU. Loads are counts of tasks here (the model's PELT, [`super::pelt`],
+//! is read by wake-affine placement and SIS_UTIL only): the kernel weighs PELT
+//! load and utilisation (a group with
 //! spare CPUs whose utilisation is high is not "spare", and `group_util`
 //! breaks ties between groups of equal idle CPUs; here the task count does).
 //!
