@@ -24,7 +24,7 @@ impl Sim {
 
     /// Starts a new process running `prog` with a text and a stack mapping,
     /// where a launcher on CPU 0 forking it would start it
-    /// ([`Sim::start_process`]); returns its thread id.
+    /// (`Sim::start_process`); returns its thread id.
     pub fn spawn(&mut self, prog: Box<dyn Program>) -> Result<usize, Error> {
         let mm = self.new_mm().ok_or(Error::AddressSpaces { max: self.cfg.max_mms })?;
         self.map_image(mm);
