@@ -297,10 +297,16 @@ impl Default for Kernel {
 }
 
 impl Kernel {
+    /// Returns whether this is Linux `major.minor` or later.
+    #[inline]
+    pub fn linux_from(self, major: u8, minor: u8) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (major, minor))
+    }
+
     /// Returns whether a fault takes only its VMA's lock (Linux v6.4,
     /// "mm: introduce per-VMA lock" and the arch fault handlers that use it).
     pub fn per_vma_locks(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 4))
+        self.linux_from(6, 4)
     }
 
     /// Returns which faults on a file mapping a per-VMA lock serves (Linux,
@@ -334,7 +340,7 @@ impl Kernel {
     /// batch TLB flushing" series: `migrate_pages_batch`, `try_to_migrate`
     /// with `TTU_BATCH_FLUSH`).
     pub fn batches_migration(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 3))
+        self.linux_from(6, 3)
     }
 
     /// Returns how many memory-cgroup levels below the root a benchmark's
@@ -375,7 +381,7 @@ impl Kernel {
     /// Remove sysctl_sched_migration_cost condition", v5.16), rather than below
     /// `sysctl_sched_migration_cost` (0.5 ms, every kernel before; `sim/balance.rs`).
     pub fn newidle_gate_is_domain_cost(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 16))
+        self.linux_from(5, 16)
     }
 
     /// Returns whether a zap begins by draining the CPU's LRU-add batch
@@ -400,7 +406,7 @@ impl Kernel {
     /// (v5.15's `change_protection_range`). No registered policy's kernel lies
     /// between v5.13 and v6.13, where the exact release would matter.
     pub fn mprotect_gathers(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 19))
+        self.linux_from(5, 19)
     }
 
     /// Returns whether `pte_needs_flush` is the architecture's own, not the
@@ -432,7 +438,7 @@ impl Kernel {
     /// Linux v3.15, "mm: introduce vm_ops->map_pages()"). FreeBSD's
     /// `vm_fault_prefault` is not modelled.
     pub fn faults_around(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (3, 15))
+        self.linux_from(3, 15)
     }
 
     /// Returns whether an `mprotect` that adds write access may make PTEs
@@ -451,7 +457,7 @@ impl Kernel {
     /// protection", taken as first released in v6.0), rather than leaving it
     /// read-only for a write fault to upgrade.
     pub fn mprotect_upgrades_in_place(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 0))
+        self.linux_from(6, 0)
     }
 
     /// Returns the folios of a per-CPU LRU batch (`PAGEVEC_SIZE`: 15, and 31
@@ -503,7 +509,7 @@ impl Kernel {
     /// (152e11f6df29 "sched/fair: Implement delayed dequeue"); `--set
     /// delay_dequeue` overrides it.
     pub fn delay_dequeue(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 12))
+        self.linux_from(6, 12)
     }
 
     /// Returns whether a wake-up that finds no wholly idle core in the
@@ -513,7 +519,7 @@ impl Kernel {
     /// v5.11 tried the target's siblings after a failed scan, which in the
     /// model (no scan limits) finds nothing the scan did not.
     pub fn idle_smt_prev(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 13))
+        self.linux_from(5, 13)
     }
 
     /// Returns whether a wake-up's scan of the cache domain for an idle CPU
@@ -523,7 +529,7 @@ impl Kernel {
     /// average idle time against the scan's measured cost, which the model
     /// does not measure: those kernels scan the whole domain here.
     pub fn sis_util(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 0))
+        self.linux_from(6, 0)
     }
 
     /// Returns whether `wake_affine_weight` reads a CPU's load as its fair
@@ -532,7 +538,7 @@ impl Kernel {
     /// instead of runnable load in wakeup path"); before, the runnable tasks'
     /// loads alone (`weighted_cpuload`, `cpu_runnable_load`).
     pub fn wake_load_blocked(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 5))
+        self.linux_from(5, 5)
     }
 
     /// Returns whether `wake_affine_weight` keeps the wakee on its previous
@@ -542,7 +548,7 @@ impl Kernel {
     /// equal", of the series that brought `recent_used_cpu`); before, a tie
     /// goes to the waker's CPU.
     pub fn affine_ties_prev(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (4, 17))
+        self.linux_from(4, 17)
     }
 
     /// Returns how a wake-up's `select_idle_sibling` uses the wakee's
@@ -564,7 +570,7 @@ impl Kernel {
     /// July 2025, which the model's v6.12 is not); `--set sync_skip_delayed`
     /// overrides it.
     pub fn sync_skip_delayed(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (6, 15))
+        self.linux_from(6, 15)
     }
 
     /// Returns whether x86 page-table isolation is on by default on a CPU
@@ -574,7 +580,7 @@ impl Kernel {
     /// or `nopti` is given). FreeBSD's PTI (`vm.pmap.pti`) belongs to its x86
     /// policies, which do not model it.
     pub fn pti_on_meltdown(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (4, 15))
+        self.linux_from(4, 15)
     }
 
     /// Returns the kernel's name as a run's parameters give it, one word:
