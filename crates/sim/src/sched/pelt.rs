@@ -215,6 +215,22 @@ impl SchedAvg {
         self.util_avg = self.util_sum / d;
     }
 
+    /// Takes `load`, `util` and `runnable` out of these averages, each an
+    /// average and a sum: neither below 0 (`sub_positive`), and no sum below
+    /// its average times the least divider (the floor that
+    /// `update_cfs_rq_load_avg` and `detach_entity_load_avg` keep).
+    fn take_out(&mut self, load: (u64, u64), util: (u64, u64), runnable: (u64, u64)) {
+        let pairs = [
+            (&mut self.load_avg, &mut self.load_sum, load),
+            (&mut self.util_avg, &mut self.util_sum, util),
+            (&mut self.runnable_avg, &mut self.runnable_sum, runnable),
+        ];
+        for (avg, sum, (a, s)) in pairs {
+            *avg = avg.saturating_sub(a);
+            *sum = sum.saturating_sub(s).max(*avg * u64::from(MIN_DIVIDER));
+        }
+    }
+
     /// `__update_load_avg_se`: a task of `weight`, queued (`on_rq`) or not,
     /// runnable (`runnable`: queued and not asleep with its dequeue delayed)
     /// and running or not since its last update, brought to `now`.
@@ -248,11 +264,6 @@ impl TaskAvg {
     }
 }
 
-/// Subtracts `b` from `a`, stopping at 0 (`sub_positive`).
-fn sub_positive(a: &mut u64, b: u64) {
-    *a = a.saturating_sub(b);
-}
-
 /// A CPU's fair run queue's averages (`cfs_rq->avg`), the load waiting to be
 /// removed from them (`cfs_rq->removed`), and what the queue held since its
 /// last update: the weight of its queued tasks (`load.weight`), how many are
@@ -272,19 +283,10 @@ impl RqAvg {
     /// averages to `now` with the queue as it was, then records it as it is
     /// now (`weight`, `runnable`, `running`).
     pub fn update(&mut self, now: u64, weight: u64, runnable: u64, running: bool) {
-        let removed = std::mem::take(&mut self.removed);
-        if removed != (0, 0, 0) {
+        let (load, util, runnable_avg) = std::mem::take(&mut self.removed);
+        if (load, util, runnable_avg) != (0, 0, 0) {
             let d = self.avg.divider();
-            let a = &mut self.avg;
-            sub_positive(&mut a.load_avg, removed.0);
-            sub_positive(&mut a.load_sum, removed.0 * d);
-            a.load_sum = a.load_sum.max(a.load_avg * u64::from(MIN_DIVIDER));
-            sub_positive(&mut a.util_avg, removed.1);
-            sub_positive(&mut a.util_sum, removed.1 * d);
-            a.util_sum = a.util_sum.max(a.util_avg * u64::from(MIN_DIVIDER));
-            sub_positive(&mut a.runnable_avg, removed.2);
-            sub_positive(&mut a.runnable_sum, removed.2 * d);
-            a.runnable_sum = a.runnable_sum.max(a.runnable_avg * u64::from(MIN_DIVIDER));
+            self.avg.take_out((load, load * d), (util, util * d), (runnable_avg, runnable_avg * d));
         }
         let (w, r, run) = self.held;
         if self.avg.update_sum(now, w, r, run) {
@@ -332,16 +334,11 @@ impl RqAvg {
     /// `detach_entity_load_avg`: task average `se` of `weight` leaves the
     /// queue at once (the balancer's move), `se` kept for its arrival.
     pub fn detach(&mut self, se: &mut SchedAvg, weight: u32) {
-        let a = &mut self.avg;
-        sub_positive(&mut a.load_avg, se.load_avg);
-        sub_positive(&mut a.load_sum, u64::from(weight) * se.load_sum);
-        a.load_sum = a.load_sum.max(a.load_avg * u64::from(MIN_DIVIDER));
-        sub_positive(&mut a.util_avg, se.util_avg);
-        sub_positive(&mut a.util_sum, se.util_sum);
-        a.util_sum = a.util_sum.max(a.util_avg * u64::from(MIN_DIVIDER));
-        sub_positive(&mut a.runnable_avg, se.runnable_avg);
-        sub_positive(&mut a.runnable_sum, se.runnable_sum);
-        a.runnable_sum = a.runnable_sum.max(a.runnable_avg * u64::from(MIN_DIVIDER));
+        self.avg.take_out(
+            (se.load_avg, u64::from(weight) * se.load_sum),
+            (se.util_avg, se.util_sum),
+            (se.runnable_avg, se.runnable_sum),
+        );
         se.last_update = 0;
     }
 

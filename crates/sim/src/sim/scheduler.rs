@@ -961,7 +961,7 @@ impl Scheduler {
     /// virtual time; returns it, not yet queued anywhere.
     pub(super) fn detach(&mut self, src: usize, at: usize, dst: usize, now: u64) -> Option<usize> {
         let tid = self.unqueue(src, at, now)?;
-        self.pelt_detach(tid, src, now);
+        self.pelt_detach(tid, src);
         let t = self.tun;
         match t.kind {
             SchedKind::Fifo => {}

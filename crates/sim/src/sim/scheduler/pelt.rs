@@ -106,13 +106,13 @@ impl Scheduler {
         p.rq = Some(cpu as u32);
     }
 
-    /// The balancer takes `tid` off `src`'s queue at `now`: its averages
-    /// leave `src`'s at once, to join its new CPU's when it is queued there.
-    pub(super) fn pelt_detach(&mut self, tid: usize, src: usize, now: u64) {
+    /// The balancer took `tid` off `src`'s queue (`unqueue`, which brought
+    /// both averages up to that time): its averages leave `src`'s at once,
+    /// to join its new CPU's when it is queued there.
+    pub(super) fn pelt_detach(&mut self, tid: usize, src: usize) {
         if !self.tun.kind.is_fair() {
             return;
         }
-        self.pelt_rq(src, now);
         let weight = self.threads[tid].se.weight;
         let p = &mut self.threads[tid].se.pelt;
         if p.rq == Some(src as u32) {
