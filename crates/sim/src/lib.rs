@@ -41,6 +41,7 @@ pub(crate) mod frames;
 pub(crate) mod holders;
 pub(crate) mod host;
 pub mod interconnect;
+pub mod kernel;
 pub mod locks;
 pub(crate) mod machine;
 pub mod machine_bench;

@@ -601,11 +601,7 @@ impl Sim {
         let kernel_choices = cfg.kernel;
         let features = cfg.kernel.toggles.resolve(&cfg.preset);
         let tun = Tunables {
-            recent_used: cfg.preset.kernel.recent_used(),
-            idle_smt_prev: cfg.preset.kernel.idle_smt_prev(),
-            wake_load_blocked: cfg.preset.kernel.wake_load_blocked(),
-            affine_ties_prev: cfg.preset.kernel.affine_ties_prev(),
-            sis_util: cfg.preset.kernel.sis_util(),
+            kernel: cfg.preset.kernel,
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);

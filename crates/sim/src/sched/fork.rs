@@ -74,7 +74,7 @@ pub enum NumaFork {
 impl NumaFork {
     /// Returns the rule of Linux `version` (major, minor) on a run of `ncpus`
     /// CPUs, `per_node` to a node and `per_llc` to a cache domain
-    /// ([`crate::preset::Kernel::fork_balancing`] gives it for a preset's kernel).
+    /// ([`crate::kernel::Kernel::fork_balancing`] gives it for a preset's kernel).
     pub fn for_linux(version: (u8, u8), ncpus: usize, per_node: usize, per_llc: usize) -> NumaFork {
         if version >= (5, 19) {
             NumaFork::Imbalance { imb_numa_nr: imb_numa_nr(ncpus, per_node, per_llc) }

@@ -27,9 +27,12 @@ pub mod cfs;
 pub mod eevdf;
 pub mod fork;
 pub mod pelt;
+pub mod rules;
 pub mod runq;
 
 pub use runq::{Queued, RunQueue};
+
+use crate::kernel::Kernel;
 
 /// How a wake-up's `select_idle_sibling` uses the wakee's recently used CPU
 /// (`p->recent_used_cpu`), by kernel.
@@ -141,28 +144,10 @@ pub struct Tunables {
     /// rule present in v6.x's `wake_affine_idle`, absent from v4.14's (the
     /// commit that added it between the two was not looked up).
     pub affine_prev_idle: bool,
-    /// How wake-ups use the wakee's recently used CPU: the kernel's
-    /// ([`crate::preset::Kernel::recent_used`]); never in [`Tunables::new`].
-    pub recent_used: RecentUsed,
-    /// Whether a wake-up that finds no wholly idle core takes an idle thread
-    /// of the previous CPU's core before scanning (`select_idle_smt`, v5.13
-    /// on: c722f35b513f); off in [`Tunables::new`].
-    pub idle_smt_prev: bool,
-    /// Whether `wake_affine_weight` reads a CPU's load with its blocked
-    /// tasks' ([`pelt`]: the queue's load average, `cpu_load`) or its
-    /// runnable tasks' alone (`weighted_cpuload`): the kernel's
-    /// ([`crate::preset::Kernel::wake_load_blocked`]); runnable alone in
-    /// [`Tunables::new`].
-    pub wake_load_blocked: bool,
-    /// Whether `wake_affine_weight` leaves the wakee on its previous CPU
-    /// when the two loads are equal (a sync wake-up's previous CPU counted
-    /// one more): the kernel's ([`crate::preset::Kernel::affine_ties_prev`]);
-    /// off in [`Tunables::new`].
-    pub affine_ties_prev: bool,
-    /// Whether the idle-CPU scan of a wake-up is limited by the cache
-    /// domain's utilisation (SIS_UTIL): the kernel's
-    /// ([`crate::preset::Kernel::sis_util`]); off in [`Tunables::new`].
-    pub sis_util: bool,
+    /// The kernel whose rules the scheduler follows where they differ by
+    /// version ([`rules`]: the wake-up's steps, SIS_UTIL, `wake_affine_weight`'s
+    /// loads and ties); the default kernel in [`Tunables::new`].
+    pub kernel: Kernel,
 }
 
 impl Tunables {
@@ -193,11 +178,7 @@ impl Tunables {
             imbalance_pct: if new_kernel { 117 } else { 125 },
             busy_factor: if new_kernel { 16 } else { 32 },
             affine_prev_idle: new_kernel,
-            recent_used: RecentUsed::Never,
-            idle_smt_prev: false,
-            wake_load_blocked: false,
-            affine_ties_prev: false,
-            sis_util: false,
+            kernel: Kernel::default(),
         }
     }
 }

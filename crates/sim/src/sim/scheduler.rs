@@ -780,7 +780,7 @@ impl Scheduler {
             .is_some_and(|w| wake_wide(self.threads[w].se.wakee_flips, self.threads[tid].se.wakee_flips, llc_size));
         let target = if !wide && this != prev { self.wake_affine(this, prev, tid, sync) } else { prev };
         let cpu = self.select_idle_sibling(tid, prev, target);
-        if self.tun.recent_used == RecentUsed::Waker && !wide && !self.threads[tid].pinned {
+        if self.tun.kernel.recent_used() == RecentUsed::Waker && !wide && !self.threads[tid].pinned {
             // v4.17 to v5.14: `current->recent_used_cpu = cpu` (want_affine:
             // not a wide wake-up, and the wakee allowed on the waker's CPU).
             if let Some(w) = self.sched[this].cur {
@@ -830,10 +830,10 @@ impl Scheduler {
             return prev;
         }
         // A recently used CPU, idle and sharing the target's cache (v4.17 on).
-        if self.tun.recent_used != RecentUsed::Never {
+        if self.tun.kernel.recent_used() != RecentUsed::Never {
             let t = &mut self.threads[tid];
             let recent = t.recent_used_cpu;
-            if self.tun.recent_used == RecentUsed::Prev {
+            if self.tun.kernel.recent_used() == RecentUsed::Prev {
                 t.recent_used_cpu = prev;
             }
             let allowed = !t.pinned;
@@ -850,7 +850,7 @@ impl Scheduler {
         // most SIS_UTIL's count of CPUs (none: no scan at all), unless a
         // wholly idle core is sought.
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
-        let limit = if self.tun.sis_util { self.nr_idle_scan(llc) as usize } else { hi - lo };
+        let limit = if self.tun.kernel.sis_util() { self.nr_idle_scan(llc) as usize } else { hi - lo };
         let scan = (target + 1..hi).chain(lo..target);
         if let Some(d) = self.fork.as_ref().filter(|d| d.smt()) {
             let idle_core = |c: usize| d.core(c).all(|x| x >= hi || x < lo || self.idle(x));
@@ -859,7 +859,7 @@ impl Scheduler {
             }
             // No core wholly idle: from v5.13 an idle thread of the previous
             // CPU's core, where it shares the target's cache (`select_idle_smt`).
-            if self.tun.idle_smt_prev && self.share_cache(prev, target) {
+            if self.tun.kernel.idle_smt_prev() && self.share_cache(prev, target) {
                 let in_llc = |c: usize| (lo..hi).contains(&c);
                 if let Some(c) = d.core(prev).find(|&c| c != prev && in_llc(c) && self.idle(c)) {
                     return c;

@@ -139,7 +139,7 @@ impl Scheduler {
         let task = self.task_load(tid) as i64;
         this_eff = (this_eff + task) * 100;
         let mut prev_eff = (self.wake_load(prev) as i64 - task) * (100 + (self.tun.imbalance_pct as i64 - 100) / 2);
-        let take = if self.tun.affine_ties_prev {
+        let take = if self.tun.kernel.affine_ties_prev() {
             prev_eff += i64::from(sync);
             this_eff < prev_eff
         } else {
@@ -156,7 +156,7 @@ impl Scheduler {
     /// domain `llc` at `now` ([`idle_scan_count`] of its CPUs'
     /// utilisations; the newly idle balance does not update it).
     pub(in crate::sim) fn update_idle_cpu_scan(&mut self, llc: usize, now: u64) {
-        if !self.tun.sis_util {
+        if !self.tun.kernel.sis_util() {
             return;
         }
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
@@ -200,7 +200,7 @@ impl Scheduler {
     /// load average, blocked tasks' included (`cpu_load`, v5.5 on), or the
     /// runnable tasks' loads alone (`weighted_cpuload`, before).
     fn wake_load(&self, cpu: usize) -> u64 {
-        if self.tun.wake_load_blocked {
+        if self.tun.kernel.wake_load_blocked() {
             return self.load_avg(cpu);
         }
         let s = &self.sched[cpu];
