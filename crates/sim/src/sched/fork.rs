@@ -40,8 +40,8 @@
 //!   imbalance is allowed ([`NumaFork`]).
 //!
 //! `imbalance_pct` is 110 at the core level (SMT), 117 at the cache domain
-//! (`sd_init`) and the scheduler's tunable above (125 before v5.10, 117 from
-//! it: [`crate::sched::Tunables::imbalance_pct`]).
+//! (`sd_init`) and above it 125 before v5.10, 117 from it
+//! ([`crate::kernel::Kernel::upper_imbalance_pct`]).
 
 /// `NUMA_IMBALANCE_MIN`: a node may run this many more tasks than another
 /// while it is lightly loaded (a communicating pair stays together).

@@ -106,6 +106,14 @@ pub const TICK_NS: u64 = 1_000_000;
 /// `sysctl_sched_nr_migrate`: the most tasks one balance pass looks at (32).
 pub const NR_MIGRATE: usize = 32;
 
+/// `sd->imbalance_pct` of a core's domain, its hardware threads
+/// (`SD_SHARE_CPUCAPACITY`: `sd_init`).
+pub const SMT_IMBALANCE_PCT: u64 = 110;
+/// `sd->imbalance_pct` of a cache domain (the MC level, `SD_SHARE_PKG_RESOURCES`,
+/// `SD_SHARE_LLC` from v6.9: `sd_init`), the same in every kernel modelled;
+/// the levels above take [`crate::kernel::Kernel::upper_imbalance_pct`].
+pub const LLC_IMBALANCE_PCT: u64 = 117;
+
 /// Returns the factor the kernel scales its latency tunables by on `ncpus`
 /// CPUs: `1 + ilog2(min(ncpus, 8))` (`get_update_sysctl_factor`,
 /// `SCHED_TUNABLESCALING_LOG`, the default).
@@ -134,16 +142,6 @@ pub struct Tunables {
     pub fifo_slice: u64,
     /// Cycles per millisecond (balance intervals are in ms).
     pub ms: u64,
-    /// `sd->imbalance_pct` of the cache (MC) domain: 125 before v5.10, 117
-    /// from it (2208cdaa56c9, "sched/fair: reduce minimal imbalance threshold").
-    pub imbalance_pct: u64,
-    /// `sd->busy_factor`: 32 before v5.10, 16 from it (6e7499135db7,
-    /// "sched/fair: reduce busy load balance interval").
-    pub busy_factor: u64,
-    /// Whether `wake_affine_idle` falls back to an idle previous CPU: a third
-    /// rule present in v6.x's `wake_affine_idle`, absent from v4.14's (the
-    /// commit that added it between the two was not looked up).
-    pub affine_prev_idle: bool,
     /// The kernel whose rules the scheduler follows where they differ by
     /// version ([`rules`]: the wake-up's steps, SIS_UTIL, `wake_affine_weight`'s
     /// loads and ties); the default kernel in [`Tunables::new`].
@@ -164,7 +162,6 @@ impl Tunables {
             let s = (us * 1000.0 * ghz).round().max(1.0) as u64;
             (latency, min_gran, base_slice) = (s * SCHED_NR_LATENCY, s, s);
         }
-        let new_kernel = kind == SchedKind::Eevdf;
         Tunables {
             kind,
             latency,
@@ -175,9 +172,6 @@ impl Tunables {
             tick: cyc(TICK_NS).max(1),
             fifo_slice: (fifo_slice_us * 1000.0 * ghz) as u64,
             ms: cyc(1_000_000).max(1),
-            imbalance_pct: if new_kernel { 117 } else { 125 },
-            busy_factor: if new_kernel { 16 } else { 32 },
-            affine_prev_idle: new_kernel,
             kernel: Kernel::default(),
         }
     }

@@ -108,4 +108,45 @@ impl Kernel {
     pub fn sync_skip_delayed(self) -> bool {
         self.linux_from(6, 15)
     }
+
+    /// Returns `sd->imbalance_pct` of the domains above the cache domain (the
+    /// package and NUMA levels: `sd_init`'s default): 125 before Linux v5.10,
+    /// 117 from it (2208cdaa56c9 "sched/fair: Reduce minimal imbalance
+    /// threshold"). A core's domain takes [`super::SMT_IMBALANCE_PCT`] and a
+    /// cache domain [`super::LLC_IMBALANCE_PCT`] in every version.
+    pub fn upper_imbalance_pct(self) -> u64 {
+        if self.linux_from(5, 10) {
+            117
+        } else {
+            125
+        }
+    }
+
+    /// Returns `sd->busy_factor`, by which a busy CPU stretches its domains'
+    /// balance intervals: 32 before Linux v5.10, 16 from it (6e7499135db7
+    /// "sched/fair: Reduce busy load balance interval").
+    pub fn busy_factor(self) -> u64 {
+        if self.linux_from(5, 10) {
+            16
+        } else {
+            32
+        }
+    }
+
+    /// Returns whether `wake_affine_idle` keeps a wakee on its previous CPU
+    /// when that CPU is idle, after the waker's CPU's own tests: Linux from
+    /// v4.16 (806486c377e3 "sched/fair: Do not migrate if the prev_cpu is
+    /// idle", of Mel Gorman's series that also brought `recent_used_cpu`).
+    pub fn affine_prev_idle(self) -> bool {
+        self.linux_from(4, 16)
+    }
+
+    /// Returns whether the balancer's `detach_tasks` weighs a task's load
+    /// against the imbalance halved once for each failed balance of the
+    /// domain (`shr_bound(load, nr_balance_failed)`): Linux from v5.10
+    /// (5a7f55590467 "sched/fair: Relax constraint on task's load during load
+    /// balance"); before, halved once always (`load / 2`).
+    pub fn load_shr_failed(self) -> bool {
+        self.linux_from(5, 10)
+    }
 }

@@ -30,14 +30,15 @@
 //!   its cache domain first, then its socket, then the machine), at most once
 //!   per cache-domain balance interval, as idle CPUs balance at theirs.
 //! - Busy CPUs (`rebalance_domains` at the tick): every balance interval times
-//!   `busy_factor`, a CPU pulls one task from the busiest CPU of its cache
-//!   domain when that one runs at least two more tasks and more than
-//!   `imbalance_pct` percent of its own (`find_busiest_group`'s test, loads
-//!   in tasks); and at the socket (groups: its cache domains) and the machine
-//!   (groups: the nodes), the first CPU of a group with no idle CPU pulls one
-//!   task from the busiest group's busiest CPU when that group's average load
-//!   passes its own by more than `imbalance_pct`, its own is below the level's
-//!   average and the imbalance is a whole task (`upper_balance`).
+//!   `busy_factor` (32 before v5.10, 16 from it), a CPU pulls one task from
+//!   the busiest CPU of its cache domain when that one runs at least two more
+//!   tasks and more than the domain's `imbalance_pct` (117) percent of its own
+//!   (`find_busiest_group`'s test, loads in tasks); and at the socket (groups:
+//!   its cache domains) and the machine (groups: the nodes), the first CPU of
+//!   a group with no idle CPU pulls one task from the busiest group's busiest
+//!   CPU when that group's average load passes its own by more than the
+//!   level's `imbalance_pct` (125 before v5.10, 117 from it), its own is below
+//!   the level's average and the imbalance is a whole task (`upper_balance`).
 //! - A domain's balance interval is its weight in milliseconds (`sd_init`:
 //!   `balance_interval = sd_weight`; the doubling on failure not modelled).
 //! - `can_migrate_task`: never a task bound to its CPU, nor the running one,
@@ -46,8 +47,12 @@
 //!   balances; an idle CPU's pull is `migrate_task` or `migrate_util`);
 //!   not a cache-hot one (`task_hot`: it ran within `sysctl_sched_migration_cost`,
 //!   or, under CFS, it is a next or last buddy and the pulling CPU runs something),
-//!   unless the busy balance found only hot ones the time before
-//!   (`nr_balance_failed > cache_nice_tries`, 0). Of the movable tasks, at
+//!   unless more of the CPU's balances at that level failed than its
+//!   `cache_nice_tries` (`nr_balance_failed`, per CPU and level: a periodic
+//!   balance that finds an imbalance and moves nothing counts one; one that
+//!   moves a task or finds the level balanced, newly idle ones included,
+//!   resets it; `cache_nice_tries` is 1 at the cache domain and the
+//!   package, 2 at NUMA, `sd_init`). Of the movable tasks, at
 //!   most `sysctl_sched_nr_migrate` (32) are looked at and the one that ran
 //!   least recently goes (the tail of `rq->cfs_tasks`).
 //! - A move costs the CPU that makes it two cache-line transfers from the
@@ -71,6 +76,7 @@
 //! when to balance and where to look, and charges the moves.
 
 use super::*;
+use crate::sched::LLC_IMBALANCE_PCT;
 
 impl Sim {
     /// Returns the socket of cache domain `llc`.
@@ -151,11 +157,18 @@ impl Sim {
             let t0 = t;
             t += self.newidle_scan(cpu, level);
             let mut pulled = None;
-            if let Some(src) = self.newidle_source(cpu, level) {
-                if let Some(at) = self.scheduler.task_to_move(src, cpu, t, false, false) {
+            let source = self.newidle_source(cpu, level);
+            if let Some(src) = source {
+                let hot_ok = self.hot_ok(cpu, level);
+                if let Some(at) = self.scheduler.task_to_move(src, cpu, t, hot_ok, false) {
                     pulled = self.scheduler.detach(src, at, cpu, t);
                     t += 2 * self.m.transfer_cost(src, cpu);
                 }
+            }
+            // A newly idle balance resets the level's failures when it moves a
+            // task or finds none to move; its failures are not counted.
+            if source.is_none() || pulled.is_some() {
+                self.scheduler.cpu_mut(cpu).balanced(level, true);
             }
             let ni = self.scheduler.cpu_mut(cpu).newidle_mut();
             ni.spent(level, t - t0, t);
@@ -184,17 +197,23 @@ impl Sim {
                     .and_then(|l| self.scheduler.llc_cpus(l).find(|&c| self.scheduler.idle(c)))
             };
             if let Some(dst) = idle {
-                if let Some(at) = self.scheduler.task_to_move(cpu, dst, now, false, false) {
+                // The idle CPU's balance of the lowest level holding both.
+                let level = self.level_of(dst, cpu);
+                let hot_ok = self.hot_ok(dst, level);
+                let moved = self.scheduler.task_to_move(cpu, dst, now, hot_ok, false).is_some_and(|at| {
                     // The idle CPU takes the task from this one's queue.
                     let t = now + 2 * self.m.transfer_cost(cpu, dst);
-                    if let Some(tid) = self.scheduler.detach(cpu, at, dst, now) {
+                    let tid = self.scheduler.detach(cpu, at, dst, now);
+                    if let Some(tid) = tid {
                         self.enqueue(tid, dst, t, cpu);
                     }
-                }
+                    tid.is_some()
+                });
+                self.scheduler.cpu_mut(dst).balanced(level, moved);
             }
         }
         if now >= self.scheduler.cpu(cpu).next_balance() {
-            let at = now + interval * self.scheduler.tun().busy_factor;
+            let at = now + interval * self.scheduler.tun().kernel.busy_factor();
             self.scheduler.cpu_mut(cpu).balance_next_at(at);
             if self.llc_balance(cpu, own, now) {
                 return;
@@ -209,22 +228,45 @@ impl Sim {
     fn llc_balance(&mut self, cpu: usize, own: usize, now: u64) -> bool {
         // `update_sd_lb_stats` ends with SIS_UTIL's count (v6.0 on).
         self.scheduler.update_idle_cpu_scan(own, now);
-        let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else { return false };
+        let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else {
+            self.scheduler.cpu_mut(cpu).balanced(0, true);
+            return false;
+        };
         let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
-        if 100 * b <= self.scheduler.tun().imbalance_pct * l || b < l + 2 {
+        if 100 * b <= LLC_IMBALANCE_PCT * l || b < l + 2 {
+            self.scheduler.cpu_mut(cpu).balanced(0, true);
             return false;
         }
-        self.pull_from(src, cpu, now)
+        self.pull_from(src, cpu, 0, now)
+    }
+
+    /// Returns the lowest domain level of `cpu` that holds `other`: 0 its
+    /// cache domain, 1 its socket, 2 the machine.
+    fn level_of(&self, cpu: usize, other: usize) -> usize {
+        let (a, b) = (self.scheduler.cpu(cpu).llc() as usize, self.scheduler.cpu(other).llc() as usize);
+        if a == b {
+            0
+        } else if self.llc_socket(a) == self.llc_socket(b) {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Returns whether `cpu`'s balance at domain level `level` may move a
+    /// cache-hot task: once more of its balances there failed than the
+    /// level's `cache_nice_tries` (`can_migrate_task`).
+    fn hot_ok(&self, cpu: usize, level: usize) -> bool {
+        self.scheduler.cpu(cpu).balance_failed(level) > CACHE_NICE_TRIES[level]
     }
 
     /// Moves a task balancing may move from `src`'s queue to busy `cpu`'s
-    /// (a cache-hot one only after a balance found nothing else); returns
-    /// whether it moved one.
-    fn pull_from(&mut self, src: usize, cpu: usize, now: u64) -> bool {
-        let hot_ok = self.scheduler.cpu(cpu).balance_failed();
-        match self.scheduler.task_to_move(src, cpu, now, hot_ok, true) {
+    /// at domain level `level` (a cache-hot one only after more failed
+    /// balances there than `cache_nice_tries`); returns whether it moved one.
+    fn pull_from(&mut self, src: usize, cpu: usize, level: usize, now: u64) -> bool {
+        let hot_ok = self.hot_ok(cpu, level);
+        let moved = match self.scheduler.task_to_move(src, cpu, now, hot_ok, true) {
             Some(at) => {
-                self.scheduler.cpu_mut(cpu).set_balance_failed(false);
                 match self.scheduler.detach(src, at, cpu, now) {
                     Some(tid) if self.scheduler.is_delayed(tid) => self.scheduler.attach_delayed(cpu, tid, now),
                     Some(tid) => self.enqueue(tid, cpu, now, cpu),
@@ -232,11 +274,10 @@ impl Sim {
                 }
                 true
             }
-            None => {
-                self.scheduler.cpu_mut(cpu).set_balance_failed(true);
-                false
-            }
-        }
+            None => false,
+        };
+        self.scheduler.cpu_mut(cpu).balanced(level, moved);
+        moved
     }
 
     /// The periodic balance of busy `cpu`'s domains above its cache domain at
@@ -250,8 +291,9 @@ impl Sim {
     /// `imbalance_pct`, the group is below the level's average, and the
     /// imbalance (`calculate_imbalance`'s `migrate_load`: the lesser of the
     /// busiest's excess over the average and the group's shortfall, times
-    /// their CPUs) is a whole task (half of one after a balance that found
-    /// only cache-hot tasks); the task comes from the busiest group's busiest
+    /// their CPUs) is at least a task's load, halved by each failed balance
+    /// of the level from v5.10 and halved once before (`detach_tasks`; less
+    /// is a failed balance); the task comes from the busiest group's busiest
     /// CPU. One task a balance, as at the cache domain.
     fn upper_balance(&mut self, cpu: usize, now: u64) {
         let cps = self.m.cores_per_socket.max(1);
@@ -271,35 +313,49 @@ impl Sim {
             };
             let weight = groups.iter().map(|g| g.len() as u64).sum::<u64>();
             let t = *self.scheduler.tun();
-            self.scheduler.cpu_mut(cpu).balance_up_next_at(level, now + t.ms * weight * t.busy_factor);
+            self.scheduler.cpu_mut(cpu).balance_up_next_at(level, now + t.ms * weight * t.kernel.busy_factor());
             if groups.len() < 2 {
                 continue;
             }
             let Some(local) = groups.iter().position(|g| g.contains(&cpu)) else { continue };
-            if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
-                continue;
-            }
-            let tasks =
-                |g: &std::ops::Range<usize>| g.clone().map(|c| u64::from(self.scheduler.load_of(c))).sum::<u64>();
-            let avg = |g: &std::ops::Range<usize>| tasks(g) * 1024 / g.len().max(1) as u64;
-            let level_avg = groups.iter().map(tasks).sum::<u64>() * 1024 / weight.max(1);
-            let Some(b) = (0..groups.len()).filter(|&i| i != local).max_by_key(|&i| (avg(&groups[i]), Reverse(i)))
-            else {
+            // `should_we_balance`, `find_busiest_group`, `find_busiest_queue`:
+            // the busiest group's busiest CPU and the imbalance, or nothing to
+            // do, which resets the level's failures (`out_balanced`).
+            let found = 'find: {
+                if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
+                    break 'find None;
+                }
+                let tasks =
+                    |g: &std::ops::Range<usize>| g.clone().map(|c| u64::from(self.scheduler.load_of(c))).sum::<u64>();
+                let avg = |g: &std::ops::Range<usize>| tasks(g) * 1024 / g.len().max(1) as u64;
+                let level_avg = groups.iter().map(tasks).sum::<u64>() * 1024 / weight.max(1);
+                let busiest = (0..groups.len()).filter(|&i| i != local).max_by_key(|&i| (avg(&groups[i]), Reverse(i)));
+                let Some(b) = busiest else { break 'find None };
+                let (la, ba) = (avg(&groups[local]), avg(&groups[b]));
+                if ba <= la || la >= level_avg || 100 * ba <= t.kernel.upper_imbalance_pct() * la {
+                    break 'find None;
+                }
+                let excess = (ba - level_avg) * groups[b].len() as u64;
+                let short = (level_avg - la) * groups[local].len() as u64;
+                self.scheduler.busiest(cpu, groups[b].clone()).map(|src| (src, excess.min(short)))
+            };
+            let Some((src, imbalance)) = found else {
+                self.scheduler.cpu_mut(cpu).balanced(level + 1, true);
                 continue;
             };
-            let (la, ba) = (avg(&groups[local]), avg(&groups[b]));
-            if ba <= la || la >= level_avg || 100 * ba <= t.imbalance_pct * la {
+            // `detach_tasks`: a task whose load, halved by each failed balance
+            // (from v5.10; halved once before), exceeds the imbalance stays;
+            // moving none is a failure.
+            let task = if t.kernel.load_shr_failed() {
+                1024u64 >> self.scheduler.cpu(cpu).balance_failed(level + 1).min(63)
+            } else {
+                512
+            };
+            if imbalance < task {
+                self.scheduler.cpu_mut(cpu).balanced(level + 1, false);
                 continue;
             }
-            let excess = (ba - level_avg) * groups[b].len() as u64;
-            let short = (level_avg - la) * groups[local].len() as u64;
-            let hot_ok = self.scheduler.cpu(cpu).balance_failed();
-            let whole = if hot_ok { 512 } else { 1024 };
-            if excess.min(short) < whole {
-                continue;
-            }
-            let Some(src) = self.scheduler.busiest(cpu, groups[b].clone()) else { continue };
-            if self.pull_from(src, cpu, now) {
+            if self.pull_from(src, cpu, level + 1, now) {
                 return;
             }
         }
@@ -309,6 +365,10 @@ impl Sim {
 /// The domain levels newly idle balancing walks: the cache domain, the
 /// socket, the machine.
 const LEVELS: usize = 3;
+
+/// `sd->cache_nice_tries` of each level (`sd_init`): 1 at the cache domain
+/// and the package, 2 at a NUMA level (the machine's nodes here).
+const CACHE_NICE_TRIES: [u8; LEVELS] = [1, 1, 2];
 
 /// A CPU's record for newly idle balancing: `struct rq`'s `avg_idle` and
 /// `idle_stamp`, and each of its levels' `max_newidle_lb_cost`.

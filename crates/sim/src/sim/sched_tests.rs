@@ -710,3 +710,51 @@ fn from_v6_0_a_busy_cache_domain_stops_the_idle_scan() {
     // Before v6.0 (SIS_PROP, not modelled) the count stays the whole domain.
     assert_eq!(run(preset::Kernel::Linux(5, 15)), (cpus, cpus));
 }
+
+#[test]
+fn a_busy_balance_moves_a_cache_hot_task_only_after_more_failures_than_cache_nice_tries() {
+    // altra, v6.9: CPU 0 runs three tasks, CPU 1 one, every task having just
+    // run (cache-hot). CPU 1's periodic balance of its cache domain
+    // (`cache_nice_tries` 1) fails twice, then moves one.
+    let mut sim = machine(SchedKind::Eevdf, 2, true);
+    let mm = sim.new_mm().unwrap();
+    for cpu in [0, 0, 0, 1] {
+        let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
+        sim.enqueue_new(t, cpu, 0, cpu);
+    }
+    let tun = *sim.scheduler.tun();
+    let interval = tun.ms * 2 * tun.kernel.busy_factor();
+    let mut now = 10_000_000_000;
+    for failures in 1..=2 {
+        for t in 0..sim.scheduler.nthreads() {
+            sim.scheduler.thread_mut(t).se_mut().exec_start = now;
+        }
+        sim.tick_balance(1, now);
+        assert_eq!((sim.scheduler.load_of(0), sim.scheduler.load_of(1)), (3, 1), "balance {failures}");
+        assert_eq!(sim.scheduler.cpu(1).balance_failed(0), failures);
+        now += interval;
+    }
+    for t in 0..sim.scheduler.nthreads() {
+        sim.scheduler.thread_mut(t).se_mut().exec_start = now;
+    }
+    sim.tick_balance(1, now);
+    assert_eq!((sim.scheduler.load_of(0), sim.scheduler.load_of(1)), (2, 2), "the third moves a hot task");
+    assert_eq!(sim.scheduler.cpu(1).balance_failed(0), 0);
+}
+
+#[test]
+fn the_domains_parameters_follow_the_kernels_version() {
+    use crate::sched::{LLC_IMBALANCE_PCT, SMT_IMBALANCE_PCT};
+    use preset::Kernel;
+    let (v5_9, v5_10) = (Kernel::Linux(5, 9), Kernel::Linux(5, 10));
+    assert_eq!((v5_9.upper_imbalance_pct(), v5_10.upper_imbalance_pct()), (125, 117));
+    assert_eq!((v5_9.busy_factor(), v5_10.busy_factor()), (32, 16));
+    assert!(!v5_9.load_shr_failed() && v5_10.load_shr_failed());
+    assert!(!Kernel::Linux(4, 15).affine_prev_idle() && Kernel::Linux(4, 16).affine_prev_idle());
+    // The lowest domain holding two CPUs gives wake_affine_weight its
+    // bias: icx8336c (v6.1, SMT: CPU c and c + 16 of a node are one core).
+    let sim = x86("icx8336c", 64, None);
+    assert_eq!(sim.scheduler.imbalance_pct(3, 19), SMT_IMBALANCE_PCT);
+    assert_eq!(sim.scheduler.imbalance_pct(3, 4), LLC_IMBALANCE_PCT);
+    assert_eq!(sim.scheduler.imbalance_pct(3, 40), 117);
+}

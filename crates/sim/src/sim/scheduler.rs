@@ -37,6 +37,7 @@ mod thread;
 use super::balance::NewIdle;
 use crate::sched::fork::ForkDomains;
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RecentUsed, RunQueue, SchedKind, Tunables, NR_MIGRATE};
+use crate::sched::{LLC_IMBALANCE_PCT, SMT_IMBALANCE_PCT};
 use crate::toggle::{Features, LAST_BUDDY, SYNC_SKIP_DELAYED};
 use std::cmp::Reverse;
 pub(super) use thread::{Retry, State, Thread};
@@ -122,9 +123,11 @@ pub(super) struct CpuSched {
     next_kick: u64,
     /// Its record for newly idle balancing (`sim/balance.rs`).
     newidle: NewIdle,
-    /// Whether its last balance found only cache-hot tasks to move
-    /// (`nr_balance_failed`, which lets the next one move a hot task).
-    balance_failed: bool,
+    /// Per domain level (its cache domain, socket, machine): its balances
+    /// since the last that moved a task or found the level balanced, that
+    /// found an imbalance and moved nothing (`sd->nr_balance_failed`;
+    /// `sim/balance.rs`).
+    balance_failed: [u8; 3],
     /// Its fair queue's load tracking (`scheduler/pelt.rs`).
     pelt: crate::sched::pelt::RqAvg,
 }
@@ -256,10 +259,11 @@ impl CpuSched {
         &mut self.newidle
     }
 
-    /// Returns whether its last balance found only cache-hot tasks to move.
+    /// Returns its failed balances at domain level `level` since the last
+    /// that moved a task or found the level balanced.
     #[inline]
-    pub(super) fn balance_failed(&self) -> bool {
-        self.balance_failed
+    pub(super) fn balance_failed(&self, level: usize) -> u8 {
+        self.balance_failed[level]
     }
 
     /// It kicked an idle CPU (or looked for one): the next kick waits until `at`.
@@ -287,10 +291,12 @@ impl CpuSched {
         self.next_balance_up[level] = at;
     }
 
-    /// Its balance found a task to move (`false`) or only cache-hot ones (`true`).
+    /// Its balance at domain level `level` moved a task or found the level
+    /// balanced (`moved_or_balanced`), or found an imbalance and moved nothing.
     #[inline]
-    pub(super) fn set_balance_failed(&mut self, failed: bool) {
-        self.balance_failed = failed;
+    pub(super) fn balanced(&mut self, level: usize, moved_or_balanced: bool) {
+        let f = &mut self.balance_failed[level];
+        *f = if moved_or_balanced { 0 } else { f.saturating_add(1) };
     }
 
     /// Returns the thread running here, if any.
@@ -375,7 +381,7 @@ impl Scheduler {
             next_balance_up: [0; 2],
             next_kick: 0,
             newidle: NewIdle::new(self.tun.migration_cost),
-            balance_failed: false,
+            balance_failed: [0; 3],
             pelt: Default::default(),
         });
         self.loads.push(0);
@@ -796,6 +802,19 @@ impl Scheduler {
         self.sched[a].llc == self.sched[b].llc
     }
 
+    /// Returns `imbalance_pct` of the lowest domain of `a` that holds `b`:
+    /// their core's (threads of one core), their cache domain's, or the
+    /// levels' above.
+    pub(super) fn imbalance_pct(&self, a: usize, b: usize) -> u64 {
+        if self.fork.as_ref().is_some_and(|d| d.smt() && d.core(a).any(|c| c == b)) {
+            SMT_IMBALANCE_PCT
+        } else if self.share_cache(a, b) {
+            LLC_IMBALANCE_PCT
+        } else {
+            self.tun.kernel.upper_imbalance_pct()
+        }
+    }
+
     /// `wake_affine`: the waker's CPU `this` or the previous one of `tid`,
     /// the wakee.
     pub(super) fn wake_affine(&self, this: usize, prev: usize, tid: usize, sync: bool) -> usize {
@@ -811,7 +830,7 @@ impl Scheduler {
                 return this;
             }
         }
-        if self.tun.affine_prev_idle && self.idle(prev) {
+        if self.tun.kernel.affine_prev_idle() && self.idle(prev) {
             return prev;
         }
         self.wake_affine_weight(this, prev, tid, sync)

@@ -32,6 +32,7 @@
 
 use super::{Scheduler, State};
 use crate::sched::pelt::{idle_scan_count, RqAvg};
+use crate::sched::LLC_IMBALANCE_PCT;
 
 impl Scheduler {
     /// Returns the PELT clock at cycle `now`, in ns.
@@ -124,7 +125,7 @@ impl Scheduler {
     /// WA_WEIGHT (`wake_affine_weight`), with PELT's loads
     /// (`scheduler/pelt.rs`): `this` when its load, less the waker's if sync
     /// and with the wakee's, is below `prev`'s without the wakee's, `prev`'s
-    /// biased by half the domain's `imbalance_pct`; a tie stays on `prev`
+    /// biased by half the `imbalance_pct` of the lowest domain holding both; a tie stays on `prev`
     /// from v4.17 (a sync one counting `prev` one more). Every CPU's capacity
     /// is the same, so the kernel's products with `capacity_of` cancel.
     pub(super) fn wake_affine_weight(&self, this: usize, prev: usize, tid: usize, sync: bool) -> usize {
@@ -138,7 +139,8 @@ impl Scheduler {
         }
         let task = self.task_load(tid) as i64;
         this_eff = (this_eff + task) * 100;
-        let mut prev_eff = (self.wake_load(prev) as i64 - task) * (100 + (self.tun.imbalance_pct as i64 - 100) / 2);
+        let mut prev_eff =
+            (self.wake_load(prev) as i64 - task) * (100 + (self.imbalance_pct(this, prev) as i64 - 100) / 2);
         let take = if self.tun.kernel.affine_ties_prev() {
             prev_eff += i64::from(sync);
             this_eff < prev_eff
@@ -161,7 +163,7 @@ impl Scheduler {
         }
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
         let sum: u64 = (lo..hi).map(|c| self.cpu_util(c, now)).sum();
-        self.nr_idle_scan[llc] = idle_scan_count(sum, (hi - lo) as u64, self.tun.imbalance_pct);
+        self.nr_idle_scan[llc] = idle_scan_count(sum, (hi - lo) as u64, LLC_IMBALANCE_PCT);
     }
 
     /// Returns how many CPUs of cache domain `llc` a wake-up's idle scan may
