@@ -609,7 +609,7 @@ impl Sim {
             let (per_node, per_llc) = (cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
             let threads = smt_share.as_ref().map_or(1, smt::Smt::threads);
             let numa = cfg.preset.kernel.fork_balancing(n, per_node, per_llc);
-            numa.map(|numa| ForkDomains::new(n, per_node, threads, numa, tun.kernel.upper_imbalance_pct()))
+            numa.map(|numa| ForkDomains::new(n, per_node, threads, numa, tun.kernel))
         };
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),

@@ -20,15 +20,13 @@
 //! level (`build_sched_groups`' `for_each_cpu_wrap`), and the first of equal
 //! candidates wins.
 //!
-//! A group's figures (`update_sg_wakeup_stats`, `group_classify`): its CPUs,
-//! the tasks queued or running on them, its idle CPUs; its type, spare
-//! capacity while it runs fewer tasks than it has CPUs, fully busy at as many,
-//! overloaded beyond; its average load in the kernel's units, 1024 a task over
-//! 1024 a CPU. Loads are counts of tasks here (the model's PELT, [`super::pelt`],
-//! is read by wake-affine placement and SIS_UTIL only): the kernel weighs PELT
-//! load and utilisation (a group with
-//! spare CPUs whose utilisation is high is not "spare", and `group_util`
-//! breaks ties between groups of equal idle CPUs; here the task count does).
+//! A group's figures (`update_sg_wakeup_stats`) and type are
+//! [`super::group`]'s, from each CPU's PELT load, utilisation and runnable
+//! average ([`CpuLoad`]; the task being placed is on no queue yet): spare
+//! capacity, fully busy or overloaded; the average load of a busy group,
+//! its load over its capacity. Among the other groups the idlest is the one
+//! of the least busy type, then (`update_pick_idlest`) the most idle CPUs and
+//! the lowest utilisation (spare capacity), or the lowest average load.
 //!
 //! `find_idlest_group`'s decision between the local group and the idlest:
 //! - the less busy type wins;
@@ -42,6 +40,11 @@
 //! `imbalance_pct` is 110 at the core level (SMT), 117 at the cache domain
 //! (`sd_init`) and above it 125 before v5.10, 117 from it
 //! ([`crate::kernel::Kernel::upper_imbalance_pct`]).
+
+use super::group::{CpuLoad, GroupStats, GroupType, Reader, SCALE};
+use super::pelt::{RqAvg, SchedAvg};
+use super::{LLC_IMBALANCE_PCT, SMT_IMBALANCE_PCT};
+use crate::kernel::Kernel;
 
 /// `NUMA_IMBALANCE_MIN`: a node may run this many more tasks than another
 /// while it is lightly loaded (a communicating pair stays together).
@@ -141,40 +144,30 @@ pub struct ForkDomains {
     threads: usize,
     /// The NUMA rule.
     numa: NumaFork,
-    /// `imbalance_pct` of the node and machine levels.
-    upper_pct: u64,
-}
-
-/// One group's figures (`struct sg_lb_stats` as the wake-up path fills it).
-#[derive(Clone, Copy, Debug)]
-struct Stats {
-    /// 0 spare capacity, 1 fully busy, 2 overloaded (`enum group_type`'s order).
-    kind: u8,
-    running: u32,
-    idle: u32,
-    /// Average load: 1024 a task over 1024 a CPU.
-    avg: u64,
+    /// The kernel (`imbalance_pct` of the node and machine levels, how a
+    /// group is typed).
+    kernel: Kernel,
 }
 
 impl ForkDomains {
     /// Returns the domains of a run of `ncpus` CPUs, `per_node` to a node,
-    /// `threads` to a core, under `numa`, with `upper_pct` the
-    /// `imbalance_pct` of the levels above the cache domain.
-    pub fn new(ncpus: usize, per_node: usize, threads: usize, numa: NumaFork, upper_pct: u64) -> Self {
+    /// `threads` to a core, under `kernel`'s rules (`numa` its NUMA rule
+    /// on this machine: [`Kernel::fork_balancing`]).
+    pub fn new(ncpus: usize, per_node: usize, threads: usize, numa: NumaFork, kernel: Kernel) -> Self {
         let per_node = per_node.max(1);
         let threads = if threads > 1 && per_node.is_multiple_of(threads) { threads } else { 1 };
-        ForkDomains { ncpus, per_node, threads, numa, upper_pct }
+        ForkDomains { ncpus, per_node, threads, numa, kernel }
     }
 
-    /// Returns the CPU a task forked on `parent` starts on, with `loads[c]`
-    /// the tasks queued or running on CPU `c` and `llcs` the cache domains
-    /// (first CPU, one past the last).
-    pub fn find_idlest_cpu(&self, llcs: &[(u32, u32)], loads: &[u32], parent: usize) -> usize {
+    /// Returns the CPU a task forked on `parent` starts on, with `cpus[c]`
+    /// CPU `c`'s figures and `llcs` the cache domains (first CPU, one past
+    /// the last).
+    pub fn find_idlest_cpu(&self, llcs: &[(u32, u32)], cpus: &[CpuLoad], parent: usize) -> usize {
         let mut cpu = parent;
         for level in self.levels(llcs, parent) {
             let groups = self.groups(level, cpu, llcs);
-            if let Some(g) = self.idlest_group(level, &groups, loads) {
-                cpu = idlest_group_cpu(&groups[g], loads);
+            if let Some(g) = self.idlest_group(level, &groups, cpus) {
+                cpu = idlest_group_cpu(&groups[g], cpus);
             }
         }
         cpu
@@ -260,11 +253,17 @@ impl ForkDomains {
 
     /// `find_idlest_group`: the group other than the first (the local one)
     /// the task goes to at `level`, `None` to stay.
-    fn idlest_group(&self, level: Level, groups: &[Vec<usize>], loads: &[u32]) -> Option<usize> {
-        let local = stats(groups.first()?, loads);
-        let mut idlest: Option<(usize, Stats)> = None;
+    fn idlest_group(&self, level: Level, groups: &[Vec<usize>], cpus: &[CpuLoad]) -> Option<usize> {
+        let pct = match level {
+            Level::Core => SMT_IMBALANCE_PCT,
+            Level::Llc => LLC_IMBALANCE_PCT,
+            Level::Node | Level::Machine => self.kernel.upper_imbalance_pct(),
+        };
+        let stats = |g: &[usize]| GroupStats::of(g.iter().map(|&c| cpus[c]), pct, Reader::Wakeup, self.kernel);
+        let local = stats(groups.first()?);
+        let mut idlest: Option<(usize, GroupStats)> = None;
         for (i, g) in groups.iter().enumerate().skip(1) {
-            let s = stats(g, loads);
+            let s = stats(g);
             if idlest.is_none_or(|(_, best)| better(&best, &s)) {
                 idlest = Some((i, s));
             }
@@ -273,23 +272,18 @@ impl ForkDomains {
         if local.kind != best.kind {
             return (local.kind > best.kind).then_some(i);
         }
-        let pct = match level {
-            Level::Core => 110,
-            Level::Llc => 117,
-            Level::Node | Level::Machine => self.upper_pct,
-        };
         let numa = level == Level::Machine;
-        if local.kind > 0 {
-            let imbalance = 1024 * (pct - 100) / 100;
-            let stays = (numa && best.avg + imbalance >= local.avg)
-                || best.avg >= local.avg + imbalance
-                || 100 * local.avg <= pct * best.avg;
+        if local.kind != GroupType::HasSpare {
+            let imbalance = SCALE * (pct - 100) / 100;
+            let stays = (numa && best.avg_load + imbalance >= local.avg_load)
+                || best.avg_load >= local.avg_load + imbalance
+                || 100 * local.avg_load <= pct * best.avg_load;
             return (!stays).then_some(i);
         }
-        if numa && self.numa.keeps_local(local.running, local.idle, local.idle.abs_diff(best.idle)) {
+        if numa && self.numa.keeps_local(local.nr_running, local.idle_cpus, local.idle_cpus.abs_diff(best.idle_cpus)) {
             return None;
         }
-        (local.idle < best.idle).then_some(i)
+        (local.idle_cpus < best.idle_cpus).then_some(i)
     }
 }
 
@@ -300,46 +294,45 @@ fn llc_span(llcs: &[(u32, u32)], cpu: usize) -> std::ops::Range<usize> {
         .map_or(cpu..cpu + 1, |l| l.0 as usize..l.1 as usize)
 }
 
-/// Returns group `g`'s figures.
-fn stats(g: &[usize], loads: &[u32]) -> Stats {
-    let weight = g.len().max(1) as u32;
-    let running: u32 = g.iter().map(|&c| loads[c]).sum();
-    let idle = g.iter().filter(|&&c| loads[c] == 0).count() as u32;
-    let kind = match running.cmp(&weight) {
-        std::cmp::Ordering::Less => 0,
-        std::cmp::Ordering::Equal => 1,
-        std::cmp::Ordering::Greater => 2,
-    };
-    Stats { kind, running, idle, avg: u64::from(running) * 1024 / u64::from(weight) }
-}
-
 /// `update_pick_idlest`: whether `s` beats the idlest group so far.
-fn better(best: &Stats, s: &Stats) -> bool {
+fn better(best: &GroupStats, s: &GroupStats) -> bool {
     if s.kind != best.kind {
         return s.kind < best.kind;
     }
     match s.kind {
-        0 => s.idle > best.idle || (s.idle == best.idle && s.running < best.running),
-        _ => s.avg < best.avg,
+        GroupType::HasSpare => s.idle_cpus > best.idle_cpus || (s.idle_cpus == best.idle_cpus && s.util < best.util),
+        _ => s.avg_load < best.avg_load,
     }
 }
 
 /// `find_idlest_group_cpu`: the first idle CPU of `g` (the kernel prefers the
 /// shallowest idle state, then the CPU idle the shortest time; neither is
-/// told apart here), else its least loaded, the first on ties.
-fn idlest_group_cpu(g: &[usize], loads: &[u32]) -> usize {
-    g.iter().copied().find(|&c| loads[c] == 0).or_else(|| g.iter().copied().min_by_key(|&c| loads[c])).unwrap_or(0)
+/// told apart here), else its least loaded (`cpu_load`), the first on ties.
+fn idlest_group_cpu(g: &[usize], cpus: &[CpuLoad]) -> usize {
+    g.iter().copied().find(|&c| cpus[c].idle()).or_else(|| g.iter().copied().min_by_key(|&c| cpus[c].load)).unwrap_or(0)
 }
 
 /// Returns where `n` tasks forked in turn from `parent` start, the first being
 /// the parent itself and each running once started (threads that spin until
-/// all have started, as pft's do).
+/// all have started, as pft's do). Each is a new task of nice 0 when it
+/// joins its CPU (`init_entity_runnable_average`, then
+/// `post_init_entity_util_avg`: [`RqAvg::attach_new`]); the forks follow one
+/// another too closely for any average to decay.
 pub fn fork_order(d: &ForkDomains, llcs: &[(u32, u32)], n: usize, parent: usize) -> Vec<usize> {
-    let mut loads = vec![0u32; d.ncpus];
+    let mut rqs = vec![RqAvg::default(); d.ncpus];
+    let mut cpus = vec![CpuLoad::default(); d.ncpus];
     let mut order = Vec::with_capacity(n);
     for j in 0..n {
-        let cpu = if j == 0 { parent } else { d.find_idlest_cpu(llcs, &loads, parent) };
-        loads[cpu] += 1;
+        let cpu = if j == 0 { parent } else { d.find_idlest_cpu(llcs, &cpus, parent) };
+        let weight = SCALE as u32;
+        rqs[cpu].attach_new(&mut SchedAvg::new_task(weight), weight);
+        let a = rqs[cpu].avg;
+        cpus[cpu] = CpuLoad {
+            nr_running: cpus[cpu].nr_running + 1,
+            load: a.load_avg,
+            util: a.util_avg.min(SCALE),
+            runnable: a.runnable_avg,
+        };
         order.push(cpu);
     }
     order

@@ -26,6 +26,7 @@
 pub mod cfs;
 pub mod eevdf;
 pub mod fork;
+pub mod group;
 pub mod pelt;
 pub mod rules;
 pub mod runq;

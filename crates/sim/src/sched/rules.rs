@@ -149,4 +149,12 @@ impl Kernel {
     pub fn load_shr_failed(self) -> bool {
         self.linux_from(5, 10)
     }
+
+    /// Returns whether a scheduling group's type reads its runnable average
+    /// besides its utilisation (a group whose tasks wait past its capacity
+    /// is overloaded): Linux from v5.7 (070f5e860ee2 "sched/fair: Take into
+    /// account runnable_avg to classify group"; [`super::group`]).
+    pub fn group_runnable(self) -> bool {
+        self.linux_from(5, 7)
+    }
 }

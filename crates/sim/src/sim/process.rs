@@ -68,7 +68,7 @@ impl Sim {
     /// where a launcher on CPU 0 forking it would start it (Linux's fork
     /// balancing; on FreeBSD, the least-loaded CPU); returns the thread id.
     pub(super) fn start_process(&mut self, mm: MmId, prog: Box<dyn Program>) -> usize {
-        let cpu = self.scheduler.fork_cpu(0).unwrap_or_else(|| self.scheduler.least_loaded());
+        let cpu = self.scheduler.fork_cpu(0, 0).unwrap_or_else(|| self.scheduler.least_loaded());
         let tid = self.new_thread(mm, prog, cpu, false);
         self.enqueue_new(tid, cpu, 0, cpu);
         tid
@@ -181,7 +181,7 @@ impl Sim {
         // starts on its CPU and stays there.
         let ccpu = match bind {
             Some(b) => b % self.scheduler.ncpus(),
-            None => self.scheduler.fork_cpu(cpu).unwrap_or_else(|| self.scheduler.least_loaded()),
+            None => self.scheduler.fork_cpu(cpu, now).unwrap_or_else(|| self.scheduler.least_loaded()),
         };
         let ct = self.new_thread(cm, child, ccpu, bind.is_some());
         self.scheduler.thread_mut(tid).set_return(ct as u64);
@@ -279,7 +279,7 @@ impl Sim {
         let mm = self.scheduler.thread(tid).mm();
         let target = match bind {
             Some(b) => b % self.scheduler.ncpus(),
-            None => self.scheduler.fork_cpu(cpu).unwrap_or_else(|| self.scheduler.least_loaded_near(cpu)),
+            None => self.scheduler.fork_cpu(cpu, now).unwrap_or_else(|| self.scheduler.least_loaded_near(cpu)),
         };
         let t = self.new_thread(mm, thread, target, bind.is_some());
         self.scheduler.thread_mut(tid).set_return(t as u64);

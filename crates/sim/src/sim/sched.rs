@@ -23,8 +23,8 @@
 //!   CPU or the wakee's previous one by `wake_affine` (WA_IDLE: an idle waker
 //!   CPU sharing cache with the previous one, a sync wake-up onto a waker
 //!   running alone (from v6.15 its delayed tasks not counted:
-//!   `sim/scheduler/delayed.rs`), an idle previous CPU (v6.x); then WA_WEIGHT, PELT's loads compared
-//!   with half the domain's `imbalance_pct` as bias: `sim/scheduler/pelt.rs`), then
+//!   `sim/scheduler/delayed.rs`), an idle previous CPU (v4.16 on); then WA_WEIGHT, PELT's loads compared
+//!   with half the lowest common domain's `imbalance_pct` as bias: `sim/scheduler/pelt.rs`), then
 //!   `select_idle_sibling`: the target if idle, the previous CPU if idle and
 //!   sharing cache, the wakee's recently used CPU if idle and sharing the
 //!   target's cache (`recent_used_cpu`, v4.17 on: [`crate::sched::RecentUsed`]
@@ -77,7 +77,8 @@
 //!   from the seed): the running thread's runtime is charged,
 //!   the class's tick preemption is checked, and balancing runs when due.
 //! - Load: wake-affine placement reads PELT's load averages
-//!   (`sim/scheduler/pelt.rs`); balancing and fork placement count runnable
+//!   (`sim/scheduler/pelt.rs`), fork placement its loads, utilisations and
+//!   runnable averages (`crate::sched::group`); balancing counts runnable
 //!   threads.
 
 use super::*;

@@ -614,11 +614,12 @@ impl Scheduler {
         cpu
     }
 
-    /// Returns the CPU a task forked on `parent` starts on by Linux's fork
-    /// balancing (`crate::sched::fork`), `None` where the kernel has none
-    /// modelled (FreeBSD).
-    pub(super) fn fork_cpu(&self, parent: usize) -> Option<usize> {
-        self.fork.as_ref().map(|d| d.find_idlest_cpu(&self.llcs, &self.loads, parent))
+    /// Returns the CPU a task forked on `parent` at `now` starts on by
+    /// Linux's fork balancing (`crate::sched::fork`), `None` where the kernel
+    /// has none modelled (FreeBSD).
+    pub(super) fn fork_cpu(&self, parent: usize, now: u64) -> Option<usize> {
+        let d = self.fork.as_ref()?;
+        Some(d.find_idlest_cpu(&self.llcs, &self.cpu_loads(now), parent))
     }
 
     /// Returns where `n` threads a launcher on `parent` creates in turn start

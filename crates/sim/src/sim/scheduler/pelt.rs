@@ -23,14 +23,17 @@
 //! - What reads them: `wake_affine_weight` (WA_WEIGHT), which compares the
 //!   waker's CPU's load with the wakee's and the previous CPU's, and SIS_UTIL
 //!   (v6.0), whose count of CPUs a wake-up's idle scan may look at each
-//!   periodic balance of a cache domain sets from its CPUs' utilisation.
-//!   The load balancer and fork placement still count runnable tasks.
+//!   periodic balance of a cache domain sets from its CPUs' utilisation;
+//!   fork placement, which types and compares groups by their loads,
+//!   utilisations and runnable averages ([`crate::sched::group`]). The load
+//!   balancer still counts runnable tasks.
 //! - Time is the cycle clock in ns (every CPU at full capacity and
 //!   frequency, so `rq_clock_pelt` is the task clock).
 //!
 //! The FIFO class (FreeBSD's runs here) keeps no averages.
 
 use super::{Scheduler, State};
+use crate::sched::group::{CpuLoad, SCALE};
 use crate::sched::pelt::{idle_scan_count, RqAvg};
 use crate::sched::LLC_IMBALANCE_PCT;
 
@@ -173,18 +176,45 @@ impl Scheduler {
     }
 
     /// Returns `cpu`'s utilisation at `now` (`cpu_util_cfs`, at most its
-    /// capacity): as last updated while it runs something (its tick keeps
-    /// it current); idle, decayed since, as the NOHZ idle balancer's updates
-    /// of blocked averages keep an idle CPU's (`util_est` not modelled).
+    /// capacity; `util_est` not modelled), as [`Scheduler::pelt_at`] reads it.
     fn cpu_util(&self, cpu: usize, now: u64) -> u64 {
-        let avg = &self.sched[cpu].pelt.avg;
-        let util = if self.sched[cpu].cur.is_some() {
-            avg.util_avg
-        } else {
-            let idle_ns = self.pelt_clock(now).saturating_sub(avg.last_update);
-            crate::sched::pelt::decay_load(avg.util_avg, idle_ns >> 20)
-        };
-        util.min(1024)
+        self.pelt_at(cpu, now, self.sched[cpu].pelt.avg.util_avg).min(SCALE)
+    }
+
+    /// Returns `value`, one of `cpu`'s queue averages, at `now`: as last
+    /// updated while the CPU runs something (its tick keeps it current);
+    /// idle, decayed since, as the NOHZ idle balancer's updates of blocked
+    /// averages keep an idle CPU's.
+    fn pelt_at(&self, cpu: usize, now: u64, value: u64) -> u64 {
+        if self.sched[cpu].cur.is_some() {
+            return value;
+        }
+        let idle_ns = self.pelt_clock(now).saturating_sub(self.sched[cpu].pelt.avg.last_update);
+        crate::sched::pelt::decay_load(value, idle_ns >> 20)
+    }
+
+    /// Returns every CPU's figures at `now` as fork placement reads them
+    /// ([`CpuLoad`]): its tasks, and its queue's load, utilisation and
+    /// runnable averages ([`Scheduler::pelt_at`]); under the FIFO class,
+    /// which keeps no averages, its tasks as whole loads and a busy CPU's
+    /// utilisation as full.
+    pub(in crate::sim) fn cpu_loads(&self, now: u64) -> Vec<CpuLoad> {
+        (0..self.sched.len())
+            .map(|c| {
+                let nr_running = self.loads[c];
+                if !self.tun.kind.is_fair() {
+                    let n = u64::from(nr_running);
+                    return CpuLoad { nr_running, load: n * SCALE, util: n.min(1) * SCALE, runnable: n * SCALE };
+                }
+                let a = &self.sched[c].pelt.avg;
+                CpuLoad {
+                    nr_running,
+                    load: self.pelt_at(c, now, a.load_avg),
+                    util: self.pelt_at(c, now, a.util_avg).min(SCALE),
+                    runnable: self.pelt_at(c, now, a.runnable_avg),
+                }
+            })
+            .collect()
     }
 
     /// Returns `cpu`'s fair queue's load average as last updated.
