@@ -284,11 +284,11 @@ pub const CLAIMS: &[Claim] = &[
         also: &[],
         baseline_sets: &[],
         variants: &[],
-        notes: &["at its band's edge (0.9565): the kernel's other work (faults' mmap_lock and VMA locks, \
+        notes: &["at its band's edge (0.9530): the kernel's other work (faults' mmap_lock and VMA locks, \
                   per-CPU page lists and the zone lock, LRU and memcg batches, zeroing within the memory bandwidth, \
-                  pipe mutexes), which adds the same time to both policies, moved the ratio from 0.9530 to 0.9564, \
-                  just past it; fork placement on PELT's figures moved it back to 0.9513 (the baseline 1.7026 s to \
-                  1.7125 s, the variant 1.6285 s to 1.6291 s)"],
+                  pipe mutexes), which adds the same time to both policies, moved the ratio to 0.9564, just past \
+                  it; fork placement on PELT's figures back inside, 0.9513; the load balancer on PELT's figures \
+                  past it again, 0.9550 (the variant 1.6291 s to 1.6354 s, the baseline 1.7125 s to 1.7124 s)"],
     },
     Claim {
         id: "origin002-pingpong",

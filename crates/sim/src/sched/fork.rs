@@ -239,6 +239,11 @@ impl ForkDomains {
         first..(first + self.per_node).min(self.ncpus)
     }
 
+    /// Returns the hardware threads to a core (1: each CPU a core).
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
     /// Returns whether a core's hardware threads share it (SMT).
     pub fn smt(&self) -> bool {
         self.threads > 1

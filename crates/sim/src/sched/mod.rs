@@ -23,6 +23,7 @@
 //! (v6.12: nothing to do between equal-slice tasks), real-time classes, and `hrtick` (preemption is checked at the 1 ms tick and
 //! at wake-ups, as with `HZ` = 1000 and `HRTICK` off).
 
+pub mod busiest;
 pub mod cfs;
 pub mod eevdf;
 pub mod fork;

@@ -1,17 +1,18 @@
 //! Load balancing between CPUs for the fair classes (CFS, EEVDF) with
-//! `migration` on: Linux's `load_balance` reduced to the moves it makes
-//! between run queues of nice-0 tasks (`kernel/sched/fair.c`).
+//! `migration` on: Linux's `load_balance` (`kernel/sched/fair.c`) at each
+//! domain level, its decisions ([`crate::sched::busiest`]: the busiest group
+//! and CPU and what to move, from the groups' PELT figures,
+//! [`crate::sched::group`]) and its `detach_tasks` here.
 //!
 //! The domains are the cache (LLC) domain (`cores_per_ccx` CPUs, the MC
-//! level), the socket, and the machine; a level that spans what the one
-//! below spans is left out, as the kernel removes degenerate domains.
+//! level; its groups its CPUs), the socket (its groups its cache domains)
+//! and the machine (its groups the nodes, a NUMA level); a level of one
+//! group is left out, as the kernel removes degenerate domains.
 //! - Newly idle (`newidle_balance`, `sched_balance_newidle` from v6.10): a
 //!   CPU about to go idle, when some CPU has a task balancing may move
 //!   (`rd->overload`), balances its domains from the lowest up and stops at
 //!   the first task pulled (one task, as a preemptible kernel stops after
-//!   the first): the busiest CPU (most runnable tasks, at least two) of its
-//!   cache domain, then of its socket's other cache domains, then of the
-//!   other sockets'. What a level costs is timed ([`NewIdle`]): reading the
+//!   the first). What a level costs is timed ([`NewIdle`]): reading the
 //!   run-queue line of every CPU of the level that runs something (its
 //!   owner rewrites it at each enqueue, dequeue and tick: one line transfer
 //!   each, a floor, since `update_sg_lb_stats` reads several fields of each
@@ -28,55 +29,60 @@
 //! - Idle CPUs (the NOHZ idle balancer, `nohz_balancer_kick`): at its tick, a
 //!   busy CPU with a queued task that may move hands one to an idle CPU (of
 //!   its cache domain first, then its socket, then the machine), at most once
-//!   per cache-domain balance interval, as idle CPUs balance at theirs.
+//!   per cache-domain balance interval, as idle CPUs balance at theirs (this
+//!   path is not `load_balance`'s: an idle CPU's own periodic balances are
+//!   not modelled apart from it).
 //! - Busy CPUs (`rebalance_domains` at the tick): every balance interval times
-//!   `busy_factor` (32 before v5.10, 16 from it), a CPU pulls one task from
-//!   the busiest CPU of its cache domain when that one runs at least two more
-//!   tasks and more than the domain's `imbalance_pct` (117) percent of its own
-//!   (`find_busiest_group`'s test, loads in tasks); and at the socket (groups:
-//!   its cache domains) and the machine (groups: the nodes), the first CPU of
-//!   a group with no idle CPU pulls one task from the busiest group's busiest
-//!   CPU when that group's average load passes its own by more than the
-//!   level's `imbalance_pct` (125 before v5.10, 117 from it), its own is below
-//!   the level's average and the imbalance is a whole task (`upper_balance`).
+//!   `busy_factor` (32 before v5.10, 16 from it), a CPU balances its cache
+//!   domain, then (when that moved nothing) its socket and the machine, there
+//!   only as the first CPU of a group with no idle CPU (`should_we_balance`).
+//!   A busy CPU takes tasks only by load from an overloaded group, or to even
+//!   out siblings' task counts before v6.6 (from v6.6 `sibling_imbalance` is
+//!   nothing for a busy CPU).
+//! - `detach_tasks`: of the source's queued tasks, least recently run first,
+//!   at most `sysctl_sched_nr_migrate` (32) and as many as it runs are looked
+//!   at; each that may move is taken while the imbalance lasts: by load (a
+//!   task whose load, halved by each failed balance of the level from v5.10
+//!   and halved once before, exceeds what is left stays), by utilisation (one
+//!   whose utilisation exceeds it stays), or one task for one; never the
+//!   source's last task for an idle CPU.
 //! - A domain's balance interval is its weight in milliseconds (`sd_init`:
 //!   `balance_interval = sd_weight`; the doubling on failure not modelled).
 //! - `can_migrate_task`: never a task bound to its CPU, nor the running one,
 //!   nor one whose dequeue is delayed (EEVDF, `sim/scheduler/delayed.rs`)
-//!   unless the balance migrates load (`migrate_load`: the busy CPUs'
-//!   balances; an idle CPU's pull is `migrate_task` or `migrate_util`);
-//!   not a cache-hot one (`task_hot`: it ran within `sysctl_sched_migration_cost`,
-//!   or, under CFS, it is a next or last buddy and the pulling CPU runs something),
-//!   unless more of the CPU's balances at that level failed than its
-//!   `cache_nice_tries` (`nr_balance_failed`, per CPU and level: a periodic
-//!   balance that finds an imbalance and moves nothing counts one; one that
-//!   moves a task or finds the level balanced, newly idle ones included,
-//!   resets it; `cache_nice_tries` is 1 at the cache domain and the
-//!   package, 2 at NUMA, `sd_init`). Of the movable tasks, at
-//!   most `sysctl_sched_nr_migrate` (32) are looked at and the one that ran
-//!   least recently goes (the tail of `rq->cfs_tasks`).
-//! - A move costs the CPU that makes it two cache-line transfers from the
-//!   other CPU (its run-queue lock and the task's scheduling state); the
-//!   task's working set re-warming in the new CPU's caches is not modelled.
-//! - The moved task keeps its place: CFS its virtual runtime relative to
+//!   unless the balance migrates load; not a cache-hot one (`task_hot`: it
+//!   ran within `sysctl_sched_migration_cost`, or, under CFS, it is a next
+//!   or last buddy and the pulling CPU runs something), unless more of the
+//!   CPU's balances at that level failed than its `cache_nice_tries`
+//!   (`nr_balance_failed`, per CPU and level: a periodic balance that finds
+//!   an imbalance and moves nothing counts one; one that moves a task or
+//!   finds the level balanced, newly idle ones included, resets it;
+//!   `cache_nice_tries` is 1 at the cache domain and the package, 2 at NUMA,
+//!   `sd_init`).
+//! - A balance that moves tasks costs the CPU that makes it two cache-line
+//!   transfers from the other CPU (its run-queue lock and the tasks'
+//!   scheduling state); the tasks' working sets re-warming in the new CPU's
+//!   caches is not modelled.
+//! - A moved task keeps its place: CFS its virtual runtime relative to
 //!   `min_vruntime`, EEVDF its lag.
 //!
-//! Not modelled: PELT load and utilisation here (the balances count runnable
-//! tasks; only wake-affine placement reads PELT, `sim/scheduler/pelt.rs`),
-//! and so `update_blocked_averages`' own cost, the SMT level below the cache domain, misfit and asymmetric
-//! capacity, NUMA balancing, the active balance that stops a running task to
-//! move it.
+//! Not modelled: `update_blocked_averages`' own cost, the SMT level below the
+//! cache domain (a cache domain's groups are its CPUs), misfit and
+//! asymmetric capacity, NUMA balancing, the active balance that stops a
+//! running task to move it, the `LBF_NEED_BREAK` restart.
 //!
-//! Cost: a balance counts a level's busy CPUs from the per-domain counts of
-//! idle and overloaded CPUs kept by the queue setters, never every CPU at
-//! every event.
+//! Cost: a balance reads the figures of its level's CPUs (PELT's, brought to
+//! the balance's time); newly idle balancing is skipped outright while no
+//! CPU has a task to move (the per-machine count kept by the queue setters).
 //!
-//! The choices (the busiest CPU, the task to move, its detaching in virtual
-//! time) are the scheduler part's (`sim/scheduler.rs`); this file decides
-//! when to balance and where to look, and charges the moves.
+//! The scheduler part (`sim/scheduler.rs`) keeps the figures and detaches
+//! the tasks in virtual time; this file decides when to balance, where to
+//! look and what to take, and charges the moves.
 
 use super::*;
+use crate::sched::busiest::{find_busiest_group, find_busiest_queue, Idle, Imbalance, Level, Migration};
 use crate::sched::LLC_IMBALANCE_PCT;
+use std::ops::Range;
 
 impl Sim {
     /// Returns the socket of cache domain `llc`.
@@ -119,17 +125,111 @@ impl Sim {
             .sum()
     }
 
-    /// The busiest CPU of the cache domains level `level` of `cpu` adds, with
-    /// a task balancing may move.
-    fn newidle_source(&self, cpu: usize, level: usize) -> Option<usize> {
-        let mut best: Option<usize> = None;
-        for l in self.level_llcs(cpu, level).filter(|&l| self.scheduler.overloaded_llcs()[l] > 0) {
-            let Some(b) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(l)) else { continue };
-            if best.is_none_or(|s| (self.scheduler.load_of(b), Reverse(b)) > (self.scheduler.load_of(s), Reverse(s))) {
-                best = Some(b);
+    /// Returns the groups of `cpu`'s domain at `level` (0 its cache domain,
+    /// whose groups are its CPUs; 1 its socket, whose groups are its cache
+    /// domains; 2 the machine, whose groups are the nodes) and which is
+    /// `cpu`'s.
+    fn level_groups(&self, cpu: usize, level: usize) -> (Vec<Range<usize>>, usize) {
+        let own = self.scheduler.cpu(cpu).llc() as usize;
+        let groups: Vec<Range<usize>> = match level {
+            0 => self.scheduler.llc_cpus(own).map(|c| c..c + 1).collect(),
+            1 => {
+                let socket = self.llc_socket(own);
+                (0..self.scheduler.nllcs())
+                    .filter(|&l| self.llc_socket(l) == socket)
+                    .map(|l| self.scheduler.llc_cpus(l))
+                    .collect()
+            }
+            _ => {
+                let (n, cps) = (self.scheduler.ncpus(), self.m.cores_per_socket.max(1));
+                (0..n.div_ceil(cps)).map(|s| s * cps..((s + 1) * cps).min(n)).collect()
+            }
+        };
+        let local = groups.iter().position(|g| g.contains(&cpu)).unwrap_or(0);
+        (groups, local)
+    }
+
+    /// `find_busiest_group` and `find_busiest_queue` for `cpu`'s balance of
+    /// `level` at `now` ([`crate::sched::busiest`]): the CPU to take from and
+    /// what to take; `None` when the level is balanced (or has one group).
+    fn find_imbalance(&self, cpu: usize, level: usize, idle: Idle, now: u64) -> Option<(usize, Imbalance)> {
+        let (groups, local) = self.level_groups(cpu, level);
+        if groups.len() < 2 {
+            return None;
+        }
+        let span = groups.first()?.start..groups.last()?.end;
+        let cpus = self.scheduler.cpu_loads_of(span, now);
+        let kernel = self.scheduler.tun().kernel;
+        let numa = (level == 2).then(|| {
+            let (cps, ccx) = (self.m.cores_per_socket.max(1), self.cfg.preset.cores_per_ccx);
+            crate::sched::fork::imb_numa_nr(self.scheduler.ncpus(), cps, ccx)
+        });
+        let l = Level {
+            groups: &groups,
+            local,
+            pct: if level == 0 { LLC_IMBALANCE_PCT } else { kernel.upper_imbalance_pct() },
+            llc: level == 0,
+            prefer_sibling: level > 0,
+            numa,
+            threads: self.scheduler.threads_per_core(),
+            kernel,
+        };
+        let imb = find_busiest_group(&l, &cpus, idle)?;
+        let src = find_busiest_queue(groups[imb.group].clone(), &cpus, &imb, kernel)?;
+        Some((src, imb))
+    }
+
+    /// `detach_tasks`: takes tasks from `src`'s queue for `cpu`'s balance of
+    /// `level` at `now` until `imb` is met (one for a newly idle balance);
+    /// returns them, not yet queued anywhere.
+    fn detach_tasks(
+        &mut self,
+        src: usize,
+        cpu: usize,
+        level: usize,
+        imb: Imbalance,
+        idle: Idle,
+        now: u64,
+    ) -> Vec<usize> {
+        let mut moved = Vec::new();
+        let kernel = self.scheduler.tun().kernel;
+        let (hot_ok, failed) = (self.hot_ok(cpu, level), self.scheduler.cpu(cpu).balance_failed(level));
+        let mut left = i128::from(imb.amount);
+        for tid in self.scheduler.balance_candidates(src) {
+            if self.scheduler.load_of(src) <= 1 {
+                break;
+            }
+            let load = imb.kind == Migration::Load;
+            if !self.scheduler.can_migrate(tid, src, cpu, now, hot_ok, load) {
+                continue;
+            }
+            match imb.kind {
+                Migration::Load => {
+                    let l = self.scheduler.task_load(tid).max(1);
+                    // Halved once per failed balance from v5.10, once before.
+                    let weighed = if kernel.load_shr_failed() { l >> u32::from(failed).min(63) } else { l / 2 };
+                    if i128::from(weighed) > left {
+                        continue;
+                    }
+                    left -= i128::from(l);
+                }
+                Migration::Util => {
+                    let u = self.scheduler.task_util(tid);
+                    if i128::from(u) > left {
+                        continue;
+                    }
+                    left -= i128::from(u);
+                }
+                Migration::Task => left -= 1,
+            }
+            if let Some(t) = self.scheduler.detach_task(src, tid, cpu, now) {
+                moved.push(t);
+            }
+            if idle == Idle::NewlyIdle || left <= 0 {
+                break;
             }
         }
-        best
+        moved
     }
 
     /// Newly idle balance: `cpu`, about to go idle at `now`, pulls one task;
@@ -157,17 +257,16 @@ impl Sim {
             let t0 = t;
             t += self.newidle_scan(cpu, level);
             let mut pulled = None;
-            let source = self.newidle_source(cpu, level);
-            if let Some(src) = source {
-                let hot_ok = self.hot_ok(cpu, level);
-                if let Some(at) = self.scheduler.task_to_move(src, cpu, t, hot_ok, false) {
-                    pulled = self.scheduler.detach(src, at, cpu, t);
+            let found = self.find_imbalance(cpu, level, Idle::NewlyIdle, t);
+            if let Some((src, imb)) = found {
+                pulled = self.detach_tasks(src, cpu, level, imb, Idle::NewlyIdle, t).first().copied();
+                if pulled.is_some() {
                     t += 2 * self.m.transfer_cost(src, cpu);
                 }
             }
             // A newly idle balance resets the level's failures when it moves a
-            // task or finds none to move; its failures are not counted.
-            if source.is_none() || pulled.is_some() {
+            // task or finds the level balanced; its failures are not counted.
+            if found.is_none() || pulled.is_some() {
                 self.scheduler.cpu_mut(cpu).balanced(level, true);
             }
             let ni = self.scheduler.cpu_mut(cpu).newidle_mut();
@@ -222,22 +321,36 @@ impl Sim {
         self.upper_balance(cpu, now);
     }
 
-    /// The periodic balance of busy `cpu`'s cache domain `own`: one task
-    /// from its busiest CPU when that runs at least two more tasks and more
-    /// than `imbalance_pct` percent of this one's. Returns whether it moved one.
+    /// The periodic balance of busy `cpu`'s cache domain `own` at `now`
+    /// ([`Sim::periodic_balance`]); returns whether it moved a task.
     fn llc_balance(&mut self, cpu: usize, own: usize, now: u64) -> bool {
         // `update_sd_lb_stats` ends with SIS_UTIL's count (v6.0 on).
         self.scheduler.update_idle_cpu_scan(own, now);
-        let Some(src) = self.scheduler.busiest(cpu, self.scheduler.llc_cpus(own)) else {
-            self.scheduler.cpu_mut(cpu).balanced(0, true);
+        self.periodic_balance(cpu, 0, now)
+    }
+
+    /// Busy `cpu`'s periodic balance of domain level `level` at `now`
+    /// (`load_balance` with `CPU_NOT_IDLE`): the tasks
+    /// [`crate::sched::busiest`] finds, queued on `cpu`, each move two line
+    /// transfers from the source (its run-queue lock and the task's state);
+    /// returns whether it moved any. A balance that finds an imbalance and
+    /// moves nothing counts a failure of the level, any other resets them.
+    fn periodic_balance(&mut self, cpu: usize, level: usize, now: u64) -> bool {
+        let Some((src, imb)) = self.find_imbalance(cpu, level, Idle::Busy, now) else {
+            self.scheduler.cpu_mut(cpu).balanced(level, true);
             return false;
         };
-        let (b, l) = (u64::from(self.scheduler.load_of(src)), u64::from(self.scheduler.load_of(cpu)));
-        if 100 * b <= LLC_IMBALANCE_PCT * l || b < l + 2 {
-            self.scheduler.cpu_mut(cpu).balanced(0, true);
-            return false;
+        let moved = self.detach_tasks(src, cpu, level, imb, Idle::Busy, now);
+        let t = now + 2 * self.m.transfer_cost(src, cpu);
+        for &tid in &moved {
+            if self.scheduler.is_delayed(tid) {
+                self.scheduler.attach_delayed(cpu, tid, t);
+            } else {
+                self.enqueue(tid, cpu, t, cpu);
+            }
         }
-        self.pull_from(src, cpu, 0, now)
+        self.scheduler.cpu_mut(cpu).balanced(level, !moved.is_empty());
+        !moved.is_empty()
     }
 
     /// Returns the lowest domain level of `cpu` that holds `other`: 0 its
@@ -260,26 +373,6 @@ impl Sim {
         self.scheduler.cpu(cpu).balance_failed(level) > CACHE_NICE_TRIES[level]
     }
 
-    /// Moves a task balancing may move from `src`'s queue to busy `cpu`'s
-    /// at domain level `level` (a cache-hot one only after more failed
-    /// balances there than `cache_nice_tries`); returns whether it moved one.
-    fn pull_from(&mut self, src: usize, cpu: usize, level: usize, now: u64) -> bool {
-        let hot_ok = self.hot_ok(cpu, level);
-        let moved = match self.scheduler.task_to_move(src, cpu, now, hot_ok, true) {
-            Some(at) => {
-                match self.scheduler.detach(src, at, cpu, now) {
-                    Some(tid) if self.scheduler.is_delayed(tid) => self.scheduler.attach_delayed(cpu, tid, now),
-                    Some(tid) => self.enqueue(tid, cpu, now, cpu),
-                    None => {}
-                }
-                true
-            }
-            None => false,
-        };
-        self.scheduler.cpu_mut(cpu).balanced(level, moved);
-        moved
-    }
-
     /// The periodic balance of busy `cpu`'s domains above its cache domain at
     /// its tick (`rebalance_domains`, `load_balance`): its socket, whose
     /// groups are its cache domains, then the machine, whose groups are the
@@ -296,66 +389,25 @@ impl Sim {
     /// is a failed balance); the task comes from the busiest group's busiest
     /// CPU. One task a balance, as at the cache domain.
     fn upper_balance(&mut self, cpu: usize, now: u64) {
-        let cps = self.m.cores_per_socket.max(1);
-        let n = self.scheduler.ncpus();
-        for level in 0..2 {
-            if now < self.scheduler.cpu(cpu).next_balance_up(level) {
+        for up in 0..2 {
+            let level = up + 1;
+            if now < self.scheduler.cpu(cpu).next_balance_up(up) {
                 continue;
             }
-            let groups: Vec<std::ops::Range<usize>> = if level == 0 {
-                let own = self.llc_socket(self.scheduler.cpu(cpu).llc() as usize);
-                (0..self.scheduler.nllcs())
-                    .filter(|&l| self.llc_socket(l) == own)
-                    .map(|l| self.scheduler.llc_cpus(l))
-                    .collect()
-            } else {
-                (0..n.div_ceil(cps)).map(|s| s * cps..((s + 1) * cps).min(n)).collect()
-            };
+            let (groups, local) = self.level_groups(cpu, level);
             let weight = groups.iter().map(|g| g.len() as u64).sum::<u64>();
             let t = *self.scheduler.tun();
-            self.scheduler.cpu_mut(cpu).balance_up_next_at(level, now + t.ms * weight * t.kernel.busy_factor());
+            self.scheduler.cpu_mut(cpu).balance_up_next_at(up, now + t.ms * weight * t.kernel.busy_factor());
             if groups.len() < 2 {
                 continue;
             }
-            let Some(local) = groups.iter().position(|g| g.contains(&cpu)) else { continue };
-            // `should_we_balance`, `find_busiest_group`, `find_busiest_queue`:
-            // the busiest group's busiest CPU and the imbalance, or nothing to
-            // do, which resets the level's failures (`out_balanced`).
-            let found = 'find: {
-                if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
-                    break 'find None;
-                }
-                let tasks =
-                    |g: &std::ops::Range<usize>| g.clone().map(|c| u64::from(self.scheduler.load_of(c))).sum::<u64>();
-                let avg = |g: &std::ops::Range<usize>| tasks(g) * 1024 / g.len().max(1) as u64;
-                let level_avg = groups.iter().map(tasks).sum::<u64>() * 1024 / weight.max(1);
-                let busiest = (0..groups.len()).filter(|&i| i != local).max_by_key(|&i| (avg(&groups[i]), Reverse(i)));
-                let Some(b) = busiest else { break 'find None };
-                let (la, ba) = (avg(&groups[local]), avg(&groups[b]));
-                if ba <= la || la >= level_avg || 100 * ba <= t.kernel.upper_imbalance_pct() * la {
-                    break 'find None;
-                }
-                let excess = (ba - level_avg) * groups[b].len() as u64;
-                let short = (level_avg - la) * groups[local].len() as u64;
-                self.scheduler.busiest(cpu, groups[b].clone()).map(|src| (src, excess.min(short)))
-            };
-            let Some((src, imbalance)) = found else {
-                self.scheduler.cpu_mut(cpu).balanced(level + 1, true);
-                continue;
-            };
-            // `detach_tasks`: a task whose load, halved by each failed balance
-            // (from v5.10; halved once before), exceeds the imbalance stays;
-            // moving none is a failure.
-            let task = if t.kernel.load_shr_failed() {
-                1024u64 >> self.scheduler.cpu(cpu).balance_failed(level + 1).min(63)
-            } else {
-                512
-            };
-            if imbalance < task {
-                self.scheduler.cpu_mut(cpu).balanced(level + 1, false);
+            // `should_we_balance`: not this CPU's turn, which the kernel
+            // counts as balanced (`out_balanced`).
+            if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
+                self.scheduler.cpu_mut(cpu).balanced(level, true);
                 continue;
             }
-            if self.pull_from(src, cpu, level + 1, now) {
+            if self.periodic_balance(cpu, level, now) {
                 return;
             }
         }

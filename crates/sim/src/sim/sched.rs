@@ -77,9 +77,9 @@
 //!   from the seed): the running thread's runtime is charged,
 //!   the class's tick preemption is checked, and balancing runs when due.
 //! - Load: wake-affine placement reads PELT's load averages
-//!   (`sim/scheduler/pelt.rs`), fork placement its loads, utilisations and
-//!   runnable averages (`crate::sched::group`); balancing counts runnable
-//!   threads.
+//!   (`sim/scheduler/pelt.rs`), fork placement and load balancing its loads,
+//!   utilisations and runnable averages (`crate::sched::group`,
+//!   `crate::sched::busiest`).
 
 use super::*;
 use crate::toggle::TTWU_QUEUE;

@@ -149,11 +149,14 @@ fn wake_affine_puts_a_sync_wakee_on_the_wakers_cpu() {
 /// Returns 2 CPUs where cpu0 has two tasks queued and cpu1 none, nothing run yet.
 fn two_queued_on_cpu0() -> (Sim, [usize; 2]) {
     let mut sim = machine(SchedKind::Eevdf, 2, true);
-    let a = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
-    let _ = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
-    let b = sim.spawn(Box::new(Spin { left: 10 })).unwrap();
-    assert_eq!((sim.scheduler.thread(a).cpu(), sim.scheduler.thread(b).cpu()), (0, 0));
+    let mm = sim.new_mm().unwrap();
+    let [a, b] = [0, 1].map(|_| {
+        let t = sim.new_thread(mm, Box::new(Spin { left: 10 }), 0, false);
+        sim.enqueue_new(t, 0, 0, 0);
+        t
+    });
     assert_eq!(sim.scheduler.cpu(0).runq().len(), 2);
+    assert_eq!(sim.scheduler.load_of(1), 0);
     (sim, [a, b])
 }
 
@@ -713,15 +716,25 @@ fn from_v6_0_a_busy_cache_domain_stops_the_idle_scan() {
 
 #[test]
 fn a_busy_balance_moves_a_cache_hot_task_only_after_more_failures_than_cache_nice_tries() {
-    // altra, v6.9: CPU 0 runs three tasks, CPU 1 one, every task having just
-    // run (cache-hot). CPU 1's periodic balance of its cache domain
-    // (`cache_nice_tries` 1) fails twice, then moves one.
-    let mut sim = machine(SchedKind::Eevdf, 2, true);
-    let mm = sim.new_mm().unwrap();
-    for cpu in [0, 0, 0, 1] {
-        let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
-        sim.enqueue_new(t, cpu, 0, cpu);
-    }
+    // altra as v6.1: CPU 0 runs three new tasks (overloaded), CPU 1 one,
+    // every task having just run (cache-hot). CPU 1's periodic balance of its
+    // cache domain (`cache_nice_tries` 1) fails twice, then moves one.
+    let setup = |kernel| {
+        let mut sim = machine_on(kernel, 2);
+        let mm = sim.new_mm().unwrap();
+        for cpu in [0, 0, 0, 1] {
+            let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
+            sim.enqueue_new(t, cpu, 0, cpu);
+        }
+        sim
+    };
+    // From v6.6 a busy CPU takes no tasks by count (`sibling_imbalance` is 0
+    // for it): CPU 1, its new task leaving it spare capacity, finds the level
+    // balanced.
+    let mut v6_9 = setup(preset::Kernel::Linux(6, 9));
+    v6_9.tick_balance(1, 10_000_000_000);
+    assert_eq!((v6_9.scheduler.load_of(0), v6_9.scheduler.cpu(1).balance_failed(0)), (3, 0));
+    let mut sim = setup(preset::Kernel::Linux(6, 1));
     let tun = *sim.scheduler.tun();
     let interval = tun.ms * 2 * tun.kernel.busy_factor();
     let mut now = 10_000_000_000;
@@ -757,4 +770,25 @@ fn the_domains_parameters_follow_the_kernels_version() {
     assert_eq!(sim.scheduler.imbalance_pct(3, 19), SMT_IMBALANCE_PCT);
     assert_eq!(sim.scheduler.imbalance_pct(3, 4), LLC_IMBALANCE_PCT);
     assert_eq!(sim.scheduler.imbalance_pct(3, 40), 117);
+}
+
+#[test]
+fn a_busy_balance_of_the_socket_takes_tasks_until_the_imbalance_is_met() {
+    // milan (v6.15), 16 CPUs: cache domains 0-7 and 8-15. Each CPU of the
+    // first runs one new task (utilisation 512: spare capacity), each of the
+    // second three (overloaded). CPU 0's balance of its own cache domain finds
+    // nothing; of the socket it fills its group's spare utilisation
+    // (`migrate_util`, 4,096) from CPU 8, the first of the busiest: both of
+    // CPU 8's queued tasks fit, and CPU 8 keeps one.
+    let mut sim = x86("milan", 16, None);
+    let mm = sim.new_mm().unwrap();
+    for cpu in 0..16 {
+        for _ in 0..if cpu < 8 { 1 } else { 3 } {
+            let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
+            sim.enqueue_new(t, cpu, 0, cpu);
+        }
+    }
+    sim.tick_balance(0, 10_000_000_000);
+    let loads: Vec<u32> = (0..16).map(|c| sim.scheduler.load_of(c)).collect();
+    assert_eq!(loads, [3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3]);
 }

@@ -10,7 +10,7 @@
 //! What the methods keep true:
 //! - `loads[cpu]` is `cpu`'s queued threads plus one if one runs there, and
 //!   the per-domain counts of idle CPUs (`idle_llc`) and of CPUs with a queued
-//!   task balancing may move (`ovl_llc`, `ovl_total`) agree with them: a run
+//!   task balancing may move (`ovl_total`) agree with them: a run
 //!   queue and a CPU's running thread change only through
 //!   [`Scheduler::queue`], [`Scheduler::unqueue`] and [`Scheduler::set_cur`],
 //!   which update them (`track`), so that placing a thread scans 4 bytes a CPU
@@ -68,8 +68,6 @@ pub(super) struct Scheduler {
     /// (SIS_UTIL's `nr_idle_scan`, `scheduler/pelt.rs`); the whole domain
     /// until its first periodic balance, as on a machine idle before the run.
     nr_idle_scan: Vec<u32>,
-    /// Per cache domain, the CPUs with a queued task balancing may move.
-    ovl_llc: Vec<u32>,
     /// CPUs with a queued task balancing may move, all told.
     ovl_total: u32,
     /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
@@ -337,7 +335,6 @@ impl Scheduler {
     ) -> Self {
         let idle_llc: Vec<u32> = llcs.iter().map(|&(a, b)| b - a).collect();
         let nr_idle_scan = idle_llc.clone();
-        let ovl_llc = vec![0; llcs.len()];
         Scheduler {
             threads: Vec::new(),
             sched: Vec::new(),
@@ -348,7 +345,6 @@ impl Scheduler {
             llcs,
             idle_llc,
             nr_idle_scan,
-            ovl_llc,
             ovl_total: 0,
             ticks,
             fork,
@@ -535,11 +531,6 @@ impl Scheduler {
         &self.idle_llc
     }
 
-    /// Returns, per cache domain, its CPUs with a queued task balancing may move.
-    pub(super) fn overloaded_llcs(&self) -> &[u32] {
-        &self.ovl_llc
-    }
-
     /// Returns the CPUs with a queued task balancing may move, all told.
     pub(super) fn overloaded(&self) -> u32 {
         self.ovl_total
@@ -671,10 +662,8 @@ impl Scheduler {
         }
         if (movable > 0) != (m1 > 0) {
             if m1 > 0 {
-                self.ovl_llc[llc] += 1;
                 self.ovl_total += 1;
             } else {
-                self.ovl_llc[llc] -= 1;
                 self.ovl_total -= 1;
             }
         }
@@ -962,6 +951,41 @@ impl Scheduler {
         s != 0 && now.saturating_sub(s) < self.tun.migration_cost
     }
 
+    /// Returns the tasks queued on `src` in the order `detach_tasks` looks at
+    /// them, the one that ran least recently first (from the tail of
+    /// `rq->cfs_tasks`), at most `NR_MIGRATE` and no more than `src` runs.
+    pub(super) fn balance_candidates(&self, src: usize) -> Vec<usize> {
+        let mut v: Vec<(u64, usize, usize)> = self.sched[src]
+            .runq
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (self.threads[e.tid as usize].se.exec_start, i, e.tid as usize))
+            .collect();
+        v.sort_unstable();
+        v.truncate(NR_MIGRATE.min(self.loads[src] as usize));
+        v.into_iter().map(|(_, _, tid)| tid).collect()
+    }
+
+    /// Returns whether a balance may move queued task `tid` from `src` to
+    /// `dst` at `now` (`can_migrate_task`): not bound to its CPU, not delayed
+    /// unless the balance moves load (`load`), not cache-hot unless `hot_ok`.
+    pub(super) fn can_migrate(&self, tid: usize, src: usize, dst: usize, now: u64, hot_ok: bool, load: bool) -> bool {
+        let t = &self.threads[tid];
+        !t.pinned && (load || !t.se.delayed) && (hot_ok || !self.hot(tid, src, dst, now))
+    }
+
+    /// Takes queued task `tid` off `src`'s queue for `dst` ([`Scheduler::detach`]).
+    pub(super) fn detach_task(&mut self, src: usize, tid: usize, dst: usize, now: u64) -> Option<usize> {
+        let at = self.sched[src].runq.iter().position(|e| e.tid as usize == tid)?;
+        self.detach(src, at, dst, now)
+    }
+
+    /// Returns the hardware threads of a core whose threads share it (1
+    /// without SMT or fork balancing's domains).
+    pub(super) fn threads_per_core(&self) -> u32 {
+        self.fork.as_ref().map_or(1, |d| d.threads() as u32)
+    }
+
     /// Returns the position in `src`'s queue of the task a balance moves: of the
     /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
     /// cache-hot (for a move to `dst`) unless `hot_ok`, and not delayed
@@ -998,13 +1022,6 @@ impl Scheduler {
         }
         self.threads[tid].cpu = dst;
         Some(tid)
-    }
-
-    /// Returns the busiest CPU of `cpus` other than `cpu` that has a movable
-    /// queued task and at least two runnable (most runnable, lowest id).
-    pub(super) fn busiest(&self, cpu: usize, cpus: std::ops::Range<usize>) -> Option<usize> {
-        cpus.filter(|&c| c != cpu && self.sched[c].runq.movable() > 0 && self.loads[c] >= 2)
-            .max_by_key(|&c| (self.loads[c], Reverse(c)))
     }
 
     /// Returns the CPUs of cache domain `llc`.

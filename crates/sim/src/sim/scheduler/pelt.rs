@@ -24,9 +24,9 @@
 //!   waker's CPU's load with the wakee's and the previous CPU's, and SIS_UTIL
 //!   (v6.0), whose count of CPUs a wake-up's idle scan may look at each
 //!   periodic balance of a cache domain sets from its CPUs' utilisation;
-//!   fork placement, which types and compares groups by their loads,
-//!   utilisations and runnable averages ([`crate::sched::group`]). The load
-//!   balancer still counts runnable tasks.
+//!   fork placement and the load balancer, which type and compare groups by
+//!   their loads, utilisations and runnable averages ([`crate::sched::group`],
+//!   [`crate::sched::busiest`]).
 //! - Time is the cycle clock in ns (every CPU at full capacity and
 //!   frequency, so `rq_clock_pelt` is the task clock).
 //!
@@ -182,11 +182,11 @@ impl Scheduler {
     }
 
     /// Returns `value`, one of `cpu`'s queue averages, at `now`: as last
-    /// updated while the CPU runs something (its tick keeps it current);
+    /// updated while the CPU has tasks (its tick keeps it current);
     /// idle, decayed since, as the NOHZ idle balancer's updates of blocked
     /// averages keep an idle CPU's.
     fn pelt_at(&self, cpu: usize, now: u64, value: u64) -> u64 {
-        if self.sched[cpu].cur.is_some() {
+        if self.loads[cpu] > 0 {
             return value;
         }
         let idle_ns = self.pelt_clock(now).saturating_sub(self.sched[cpu].pelt.avg.last_update);
@@ -199,22 +199,33 @@ impl Scheduler {
     /// which keeps no averages, its tasks as whole loads and a busy CPU's
     /// utilisation as full.
     pub(in crate::sim) fn cpu_loads(&self, now: u64) -> Vec<CpuLoad> {
-        (0..self.sched.len())
-            .map(|c| {
-                let nr_running = self.loads[c];
-                if !self.tun.kind.is_fair() {
-                    let n = u64::from(nr_running);
-                    return CpuLoad { nr_running, load: n * SCALE, util: n.min(1) * SCALE, runnable: n * SCALE };
-                }
-                let a = &self.sched[c].pelt.avg;
-                CpuLoad {
-                    nr_running,
-                    load: self.pelt_at(c, now, a.load_avg),
-                    util: self.pelt_at(c, now, a.util_avg).min(SCALE),
-                    runnable: self.pelt_at(c, now, a.runnable_avg),
-                }
-            })
-            .collect()
+        self.cpu_loads_of(0..self.sched.len(), now)
+    }
+
+    /// Returns [`Scheduler::cpu_loads`] with only the CPUs of `span` filled
+    /// in (the others idle): what a balance of a domain spanning them reads.
+    pub(in crate::sim) fn cpu_loads_of(&self, span: std::ops::Range<usize>, now: u64) -> Vec<CpuLoad> {
+        let mut v = vec![CpuLoad::default(); self.sched.len()];
+        for c in span {
+            v[c] = self.cpu_load(c, now);
+        }
+        v
+    }
+
+    /// Returns CPU `c`'s figures at `now` ([`Scheduler::cpu_loads`]).
+    fn cpu_load(&self, c: usize, now: u64) -> CpuLoad {
+        let nr_running = self.loads[c];
+        if !self.tun.kind.is_fair() {
+            let n = u64::from(nr_running);
+            return CpuLoad { nr_running, load: n * SCALE, util: n.min(1) * SCALE, runnable: n * SCALE };
+        }
+        let a = &self.sched[c].pelt.avg;
+        CpuLoad {
+            nr_running,
+            load: self.pelt_at(c, now, a.load_avg),
+            util: self.pelt_at(c, now, a.util_avg).min(SCALE),
+            runnable: self.pelt_at(c, now, a.runnable_avg),
+        }
     }
 
     /// Returns `cpu`'s fair queue's load average as last updated.
@@ -238,6 +249,12 @@ impl Scheduler {
         let s = &self.sched[cpu];
         let queued = s.runq.iter().filter(|e| !e.delayed).map(|e| self.task_load(e.tid as usize));
         queued.sum::<u64>() + s.cur.map_or(0, |c| self.task_load(c))
+    }
+
+    /// Returns task `tid`'s utilisation (`task_util_est`; `util_est` not
+    /// modelled).
+    pub(in crate::sim) fn task_util(&self, tid: usize) -> u64 {
+        self.threads[tid].se.pelt.avg.util_avg
     }
 
     /// Returns task `tid`'s load average (`task_h_load`: a task of the
