@@ -374,20 +374,12 @@ impl Sim {
     }
 
     /// The periodic balance of busy `cpu`'s domains above its cache domain at
-    /// its tick (`rebalance_domains`, `load_balance`): its socket, whose
-    /// groups are its cache domains, then the machine, whose groups are the
-    /// nodes, each every `busy_factor` times its weight in milliseconds. Only
-    /// the first CPU of a group with no idle CPU balances for it
-    /// (`should_we_balance`; an idle CPU's balance is the idle paths'). The
-    /// busiest other group (the highest average load, 1024 a task over 1024 a
-    /// CPU) gives up a task when it is busier than the group by more than
-    /// `imbalance_pct`, the group is below the level's average, and the
-    /// imbalance (`calculate_imbalance`'s `migrate_load`: the lesser of the
-    /// busiest's excess over the average and the group's shortfall, times
-    /// their CPUs) is at least a task's load, halved by each failed balance
-    /// of the level from v5.10 and halved once before (`detach_tasks`; less
-    /// is a failed balance); the task comes from the busiest group's busiest
-    /// CPU. One task a balance, as at the cache domain.
+    /// its tick (`rebalance_domains`): its socket, whose groups are its cache
+    /// domains, then the machine, whose groups are the nodes, each every
+    /// `busy_factor` times its weight in milliseconds, each a
+    /// [`Sim::periodic_balance`]. Only the first CPU of a group with no idle
+    /// CPU balances for it (`should_we_balance`; an idle CPU's balance is the
+    /// idle paths'); it stops at the first level that moved tasks.
     fn upper_balance(&mut self, cpu: usize, now: u64) {
         for up in 0..2 {
             let level = up + 1;
