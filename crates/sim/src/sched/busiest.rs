@@ -6,8 +6,10 @@
 //! (`detach_tasks`).
 //!
 //! The steps, as `kernel/sched/fair.c` has them in v5.10, v6.1 and v6.6 to
-//! v6.12 (where they differ, each kernel takes the nearest of those three
-//! before it; kernels before v5.5, whose balancer differed, take v5.10's):
+//! v6.12 (read at 5.10.140, 6.1.20, 6.6.63 and 6.12.63; where they differ,
+//! each kernel takes the nearest of those before it, and kernels before
+//! v5.5, whose balancer differed, take v5.10's; stable releases differ too:
+//! 6.1.55 has v6.6's test of the domain's average load, 6.1.20 does not):
 //! - The busiest group: of the groups other than the balancing CPU's that
 //!   run a task, the busiest type; among overloaded ones the highest average
 //!   load, among fully busy ones the first (from v6.6 the last: their average
