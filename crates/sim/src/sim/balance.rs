@@ -27,11 +27,12 @@
 //!   took, decayed by 253/256 each second it is not exceeded
 //!   (`update_newidle_cost`).
 //! - Idle CPUs (the NOHZ idle balancer, `nohz_balancer_kick`): at its tick, a
-//!   busy CPU with a queued task that may move hands one to an idle CPU (of
-//!   its cache domain first, then its socket, then the machine), at most once
-//!   per cache-domain balance interval, as idle CPUs balance at theirs (this
-//!   path is not `load_balance`'s: an idle CPU's own periodic balances are
-//!   not modelled apart from it).
+//!   busy CPU with a queued task that may move kicks an idle CPU (of its
+//!   cache domain first, then its socket, then the machine), at most once per
+//!   cache-domain balance interval, and that CPU balances for itself
+//!   (`rebalance_domains` with `CPU_IDLE`) from its lowest level up to the
+//!   first that moves tasks. The kernel's idle load balancer balances every
+//!   idle CPU whose interval is due; here only the kicked one does.
 //! - Busy CPUs (`rebalance_domains` at the tick): every balance interval times
 //!   `busy_factor` (32 before v5.10, 16 from it), a CPU balances its cache
 //!   domain, then (when that moved nothing) its socket and the machine, there
@@ -296,19 +297,14 @@ impl Sim {
                     .and_then(|l| self.scheduler.llc_cpus(l).find(|&c| self.scheduler.idle(c)))
             };
             if let Some(dst) = idle {
-                // The idle CPU's balance of the lowest level holding both.
-                let level = self.level_of(dst, cpu);
-                let hot_ok = self.hot_ok(dst, level);
-                let moved = self.scheduler.task_to_move(cpu, dst, now, hot_ok, false).is_some_and(|at| {
-                    // The idle CPU takes the task from this one's queue.
-                    let t = now + 2 * self.m.transfer_cost(cpu, dst);
-                    let tid = self.scheduler.detach(cpu, at, dst, now);
-                    if let Some(tid) = tid {
-                        self.enqueue(tid, dst, t, cpu);
+                // The kicked idle CPU's balances (`rebalance_domains` with
+                // `CPU_IDLE`), from its lowest level up to the first that
+                // moves tasks.
+                for level in 0..LEVELS {
+                    if self.balance(dst, level, Idle::Idle, now) {
+                        break;
                     }
-                    tid.is_some()
-                });
-                self.scheduler.cpu_mut(dst).balanced(level, moved);
+                }
             }
         }
         if now >= self.scheduler.cpu(cpu).next_balance() {
@@ -330,17 +326,23 @@ impl Sim {
     }
 
     /// Busy `cpu`'s periodic balance of domain level `level` at `now`
-    /// (`load_balance` with `CPU_NOT_IDLE`): the tasks
-    /// [`crate::sched::busiest`] finds, queued on `cpu`, each move two line
-    /// transfers from the source (its run-queue lock and the task's state);
-    /// returns whether it moved any. A balance that finds an imbalance and
-    /// moves nothing counts a failure of the level, any other resets them.
+    /// (`load_balance` with `CPU_NOT_IDLE`): [`Sim::balance`].
     fn periodic_balance(&mut self, cpu: usize, level: usize, now: u64) -> bool {
-        let Some((src, imb)) = self.find_imbalance(cpu, level, Idle::Busy, now) else {
+        self.balance(cpu, level, Idle::Busy, now)
+    }
+
+    /// `cpu`'s periodic balance of domain level `level` at `now`, busy or
+    /// idle (`load_balance`): the tasks [`crate::sched::busiest`] finds,
+    /// queued on `cpu`, the balance costing two line transfers from the
+    /// source (its run-queue lock and the tasks' state); returns whether it
+    /// moved any. A balance that finds an imbalance and moves nothing counts
+    /// a failure of the level, any other resets them.
+    fn balance(&mut self, cpu: usize, level: usize, idle: Idle, now: u64) -> bool {
+        let Some((src, imb)) = self.find_imbalance(cpu, level, idle, now) else {
             self.scheduler.cpu_mut(cpu).balanced(level, true);
             return false;
         };
-        let moved = self.detach_tasks(src, cpu, level, imb, Idle::Busy, now);
+        let moved = self.detach_tasks(src, cpu, level, imb, idle, now);
         let t = now + 2 * self.m.transfer_cost(src, cpu);
         for &tid in &moved {
             if self.scheduler.is_delayed(tid) {
@@ -351,19 +353,6 @@ impl Sim {
         }
         self.scheduler.cpu_mut(cpu).balanced(level, !moved.is_empty());
         !moved.is_empty()
-    }
-
-    /// Returns the lowest domain level of `cpu` that holds `other`: 0 its
-    /// cache domain, 1 its socket, 2 the machine.
-    fn level_of(&self, cpu: usize, other: usize) -> usize {
-        let (a, b) = (self.scheduler.cpu(cpu).llc() as usize, self.scheduler.cpu(other).llc() as usize);
-        if a == b {
-            0
-        } else if self.llc_socket(a) == self.llc_socket(b) {
-            1
-        } else {
-            2
-        }
     }
 
     /// Returns whether `cpu`'s balance at domain level `level` may move a

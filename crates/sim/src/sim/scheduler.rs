@@ -986,21 +986,6 @@ impl Scheduler {
         self.fork.as_ref().map_or(1, |d| d.threads() as u32)
     }
 
-    /// Returns the position in `src`'s queue of the task a balance moves: of the
-    /// first [`NR_MIGRATE`] movable ones, the one that ran least recently, not
-    /// cache-hot (for a move to `dst`) unless `hot_ok`, and not delayed
-    /// (`sched/delayed.rs`) unless the balance migrates load (`load`).
-    pub(super) fn task_to_move(&self, src: usize, dst: usize, now: u64, hot_ok: bool, load: bool) -> Option<usize> {
-        let rq = &self.sched[src].runq;
-        rq.iter()
-            .enumerate()
-            .filter(|(_, e)| !e.pinned && (load || !e.delayed))
-            .take(NR_MIGRATE)
-            .filter(|(_, e)| hot_ok || !self.hot(e.tid as usize, src, dst, now))
-            .min_by_key(|(i, e)| (self.threads[e.tid as usize].se.exec_start, *i))
-            .map(|(i, _)| i)
-    }
-
     /// Takes the task at `at` off `src`'s queue for `dst`, moving its place in
     /// virtual time; returns it, not yet queued anywhere.
     pub(super) fn detach(&mut self, src: usize, at: usize, dst: usize, now: u64) -> Option<usize> {
