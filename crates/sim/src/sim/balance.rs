@@ -45,7 +45,8 @@
 //!   at; each that may move is taken while the imbalance lasts: by load (a
 //!   task whose load, halved by each failed balance of the level from v5.10
 //!   and halved once before, exceeds what is left stays), by utilisation (one
-//!   whose utilisation exceeds it stays), or one task for one; never the
+//!   whose utilisation exceeds it stays; 6.12.63 halves it per failure as it
+//!   does load, which is not modelled), or one task for one; never the
 //!   source's last task for an idle CPU.
 //! - A domain's balance interval is its weight in milliseconds (`sd_init`:
 //!   `balance_interval = sd_weight`; the doubling on failure not modelled).
