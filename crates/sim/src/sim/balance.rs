@@ -159,8 +159,10 @@ impl Sim {
         if groups.len() < 2 {
             return None;
         }
-        let span = groups.first()?.start..groups.last()?.end;
-        let cpus = self.scheduler.cpu_loads_of(span, now);
+        // The level's CPUs' figures, numbered from its first CPU.
+        let base = groups.first()?.start;
+        let cpus = self.scheduler.cpu_loads_of(base..groups.last()?.end, now);
+        let groups: Vec<Range<usize>> = groups.iter().map(|g| g.start - base..g.end - base).collect();
         let kernel = self.scheduler.tun().kernel;
         let numa = (level == 2).then(|| {
             let (cps, ccx) = (self.m.cores_per_socket.max(1), self.cfg.preset.cores_per_ccx);
@@ -178,7 +180,7 @@ impl Sim {
         };
         let imb = find_busiest_group(&l, &cpus, idle)?;
         let src = find_busiest_queue(groups[imb.group].clone(), &cpus, &imb, kernel)?;
-        Some((src, imb))
+        Some((base + src, imb))
     }
 
     /// `detach_tasks`: takes tasks from `src`'s queue for `cpu`'s balance of
@@ -197,11 +199,11 @@ impl Sim {
         let kernel = self.scheduler.tun().kernel;
         let (hot_ok, failed) = (self.hot_ok(cpu, level), self.scheduler.cpu(cpu).balance_failed(level));
         let mut left = i128::from(imb.amount);
+        let load = imb.kind == Migration::Load;
         for tid in self.scheduler.balance_candidates(src) {
             if self.scheduler.load_of(src) <= 1 {
                 break;
             }
-            let load = imb.kind == Migration::Load;
             if !self.scheduler.can_migrate(tid, src, cpu, now, hot_ok, load) {
                 continue;
             }
@@ -319,17 +321,12 @@ impl Sim {
     }
 
     /// The periodic balance of busy `cpu`'s cache domain `own` at `now`
-    /// ([`Sim::periodic_balance`]); returns whether it moved a task.
+    /// ([`Sim::balance`] with `CPU_NOT_IDLE`); returns whether it moved a
+    /// task.
     fn llc_balance(&mut self, cpu: usize, own: usize, now: u64) -> bool {
         // `update_sd_lb_stats` ends with SIS_UTIL's count (v6.0 on).
         self.scheduler.update_idle_cpu_scan(own, now);
-        self.periodic_balance(cpu, 0, now)
-    }
-
-    /// Busy `cpu`'s periodic balance of domain level `level` at `now`
-    /// (`load_balance` with `CPU_NOT_IDLE`): [`Sim::balance`].
-    fn periodic_balance(&mut self, cpu: usize, level: usize, now: u64) -> bool {
-        self.balance(cpu, level, Idle::Busy, now)
+        self.balance(cpu, 0, Idle::Busy, now)
     }
 
     /// `cpu`'s periodic balance of domain level `level` at `now`, busy or
@@ -367,9 +364,10 @@ impl Sim {
     /// its tick (`rebalance_domains`): its socket, whose groups are its cache
     /// domains, then the machine, whose groups are the nodes, each every
     /// `busy_factor` times its weight in milliseconds, each a
-    /// [`Sim::periodic_balance`]. Only the first CPU of a group with no idle
-    /// CPU balances for it (`should_we_balance`; an idle CPU's balance is the
-    /// idle paths'); it stops at the first level that moved tasks.
+    /// [`Sim::balance`] with `CPU_NOT_IDLE`. Only the first CPU of a group
+    /// with no idle CPU balances for it (`should_we_balance`; an idle CPU's
+    /// balance is the idle paths'); it stops at the first level that moved
+    /// tasks.
     fn upper_balance(&mut self, cpu: usize, now: u64) {
         for up in 0..2 {
             let level = up + 1;
@@ -389,7 +387,7 @@ impl Sim {
                 self.scheduler.cpu_mut(cpu).balanced(level, true);
                 continue;
             }
-            if self.periodic_balance(cpu, level, now) {
+            if self.balance(cpu, level, Idle::Busy, now) {
                 return;
             }
         }

@@ -202,14 +202,11 @@ impl Scheduler {
         self.cpu_loads_of(0..self.sched.len(), now)
     }
 
-    /// Returns [`Scheduler::cpu_loads`] with only the CPUs of `span` filled
-    /// in (the others idle): what a balance of a domain spanning them reads.
+    /// Returns the figures of the CPUs of `span` ([`Scheduler::cpu_loads`]),
+    /// the first `span.start`'s: what a balance of a domain spanning them
+    /// reads.
     pub(in crate::sim) fn cpu_loads_of(&self, span: std::ops::Range<usize>, now: u64) -> Vec<CpuLoad> {
-        let mut v = vec![CpuLoad::default(); self.sched.len()];
-        for c in span {
-            v[c] = self.cpu_load(c, now);
-        }
-        v
+        span.map(|c| self.cpu_load(c, now)).collect()
     }
 
     /// Returns CPU `c`'s figures at `now` ([`Scheduler::cpu_loads`]).
