@@ -220,7 +220,7 @@ impl Scheduler {
         CpuLoad {
             nr_running,
             load: self.pelt_at(c, now, a.load_avg),
-            util: self.pelt_at(c, now, a.util_avg).min(SCALE),
+            util: self.cpu_util(c, now),
             runnable: self.pelt_at(c, now, a.runnable_avg),
         }
     }
