@@ -130,7 +130,7 @@ use crate::oracle::{Oracle, Property, Violation};
 use crate::pagetable::*;
 use crate::preset::Preset;
 use crate::program::*;
-use crate::sched::fork::ForkDomains;
+use crate::sched::domain::Domains;
 use crate::sched::{SchedKind, Tunables};
 use crate::swapdev::{SwapDevice, SwapKind};
 use crate::tlb::{Hit, Inval, SweepRule, Tlb, TlbEntry, F_CONT, F_DIRTY, F_GLOBAL, F_HUGE, F_WRITE};
@@ -605,12 +605,10 @@ impl Sim {
             ..Tunables::new(cfg.sched, n, cfg.preset.freq_ghz, cfg.slice_us, cfg.base_slice_us)
         };
         let llcs = llc_domains(n, cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
-        let fork = {
-            let (per_node, per_llc) = (cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
-            let threads = smt_share.as_ref().map_or(1, smt::Smt::threads);
-            let numa = cfg.preset.kernel.fork_balancing(n, per_node, per_llc);
-            numa.map(|numa| ForkDomains::new(n, per_node, threads, numa, tun.kernel))
-        };
+        let (per_node, per_llc) = (cfg.preset.cores_per_socket, cfg.preset.cores_per_ccx);
+        let threads = smt_share.as_ref().map_or(1, smt::Smt::threads);
+        let domains = Domains::new(n, per_node, threads);
+        let numa = cfg.preset.kernel.fork_balancing(n, per_node, per_llc);
         let mut sim = Sim {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             cfg,
@@ -629,7 +627,7 @@ impl Sim {
             cont: cfg_cont,
             kw: kwork::KernelWork::new(&cfg_preset, n, cores_per_socket, kernel_choices.memcg_depth, features),
 
-            scheduler: Scheduler::new(tun, features, llcs, ticks, fork),
+            scheduler: Scheduler::new(tun, features, (llcs, domains), ticks, numa),
             kern: KernelState::new(kroot),
             mem: MemoryState::new(SwapDevice::new(swap_kind, cfg_preset.freq_ghz)),
             timing: Timing::new(),

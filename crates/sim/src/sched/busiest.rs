@@ -39,10 +39,16 @@
 //!   utilisation among those running two or more for utilisation; by tasks for
 //!   tasks; the first on ties. From v6.1 a CPU running nothing is passed over.
 //!
+//! - From v6.6 (fee1759e4f04), for an idle balancing CPU, another core
+//!   running more than one task on its threads is `group_smt_balance`: busier
+//!   than fully busy, picked as a group with spare capacity while either has
+//!   an idle CPU, kept on ties as the busiest, and it gives one task.
+//!
 //! Not modelled: misfit tasks, asymmetric packing and capacities, the
-//! `group_imbalanced` and `group_smt_balance` types, EAS (`overutilized`),
-//! NUMA balancing's `fbq_type`, active balance.
+//! `group_imbalanced` type, EAS (`overutilized`), NUMA balancing's
+//! `fbq_type`. Active balance is the caller's (`sim/balance.rs`).
 
+use super::domain::Level;
 use super::group::{CpuLoad, GroupStats, GroupType, Reader, SCALE};
 use crate::kernel::Kernel;
 use std::ops::Range;
@@ -80,21 +86,21 @@ pub struct Imbalance {
     pub amount: u64,
 }
 
-/// One domain level as a balance of it reads it.
+/// One domain of the balancing CPU as a balance of it reads it.
 #[derive(Clone, Copy, Debug)]
-pub struct Level<'a> {
-    /// Its groups' CPUs.
+pub struct Domain<'a> {
+    /// Its groups, as ranges of the CPUs' figures the balance reads.
     pub groups: &'a [Range<usize>],
     /// The group holding the balancing CPU.
     pub local: usize,
-    /// Its `imbalance_pct`.
-    pub pct: u64,
-    /// Whether it is a cache domain (`SD_SHARE_PKG_RESOURCES`, `SD_SHARE_LLC`).
-    pub llc: bool,
+    /// Its level (`imbalance_pct`; whether its CPUs share a cache).
+    pub level: Level,
     /// Whether its groups prefer siblings (their own domains have
-    /// `SD_PREFER_SIBLING`: a cache domain's or a package's groups, not
-    /// single CPUs).
+    /// `SD_PREFER_SIBLING`: groups of several CPUs, not of one).
     pub prefer_sibling: bool,
+    /// Whether its groups are cores of several threads (their domain has
+    /// `SD_SHARE_CPUCAPACITY`).
+    pub smt_groups: bool,
     /// At a NUMA level, its `imb_numa_nr`.
     pub numa: Option<u32>,
     /// Hardware threads to a core (1 without SMT), for counting cores.
@@ -106,16 +112,27 @@ pub struct Level<'a> {
 /// `find_busiest_group`: the busiest group of `level` with `cpus` the CPUs'
 /// figures and the balancing CPU `idle`, and what to move from it; `None`
 /// when the level is balanced.
-pub fn find_busiest_group(level: &Level<'_>, cpus: &[CpuLoad], idle: Idle) -> Option<Imbalance> {
+pub fn find_busiest_group(level: &Domain<'_>, cpus: &[CpuLoad], idle: Idle) -> Option<Imbalance> {
+    let pct = level.kernel.imbalance_pct(level.level);
+    // `smt_balance` (v6.6 on): another core running more than one task,
+    // for an idle balancing CPU, unless it is overloaded.
+    let smt_balance = level.smt_groups && idle != Idle::Busy && level.kernel.linux_from(6, 6);
     let stats: Vec<GroupStats> = level
         .groups
         .iter()
-        .map(|g| GroupStats::of(g.clone().map(|c| cpus[c]), level.pct, Reader::Balance, level.kernel))
+        .enumerate()
+        .map(|(i, g)| {
+            let mut s = GroupStats::of(g.clone().map(|c| cpus[c]), pct, Reader::Balance, level.kernel);
+            if smt_balance && i != level.local && s.nr_running > 1 && s.kind < GroupType::SmtBalance {
+                s.kind = GroupType::SmtBalance;
+            }
+            s
+        })
         .collect();
     let local = *stats.get(level.local)?;
     let mut busiest: Option<usize> = None;
     for (i, s) in stats.iter().enumerate() {
-        if i != level.local && s.nr_running > 0 && busiest.is_none_or(|b| picks(level.kernel, &stats[b], s)) {
+        if i != level.local && s.nr_running > 0 && busiest.is_none_or(|b| picks(level, &stats[b], s)) {
             busiest = Some(i);
         }
     }
@@ -128,9 +145,7 @@ pub fn find_busiest_group(level: &Level<'_>, cpus: &[CpuLoad], idle: Idle) -> Op
     let total_capacity: u64 = stats.iter().map(GroupStats::capacity).sum();
     let domain_avg = total_load * SCALE / total_capacity.max(1);
     if local.kind == GroupType::Overloaded
-        && (local.avg_load >= bs.avg_load
-            || local.avg_load >= domain_avg
-            || 100 * bs.avg_load <= level.pct * local.avg_load)
+        && (local.avg_load >= bs.avg_load || local.avg_load >= domain_avg || 100 * bs.avg_load <= pct * local.avg_load)
     {
         return None;
     }
@@ -149,26 +164,30 @@ pub fn find_busiest_group(level: &Level<'_>, cpus: &[CpuLoad], idle: Idle) -> Op
 }
 
 /// `update_sd_pick_busiest`: whether group `s` is busier than `busiest`.
-fn picks(kernel: Kernel, busiest: &GroupStats, s: &GroupStats) -> bool {
+fn picks(level: &Domain<'_>, busiest: &GroupStats, s: &GroupStats) -> bool {
     if s.kind != busiest.kind {
         return s.kind > busiest.kind;
     }
+    let has_spare =
+        || s.idle_cpus < busiest.idle_cpus || (s.idle_cpus == busiest.idle_cpus && s.nr_running > busiest.nr_running);
     match s.kind {
         GroupType::Overloaded => s.avg_load > busiest.avg_load,
-        // Not computed for these (0): a tie, the first kept before v6.6, the
-        // candidate taken from it (no group here is a core's threads).
-        GroupType::FullyBusy => {
-            s.avg_load > busiest.avg_load || (s.avg_load == busiest.avg_load && kernel.linux_from(6, 6))
+        // With an idle CPU in either, as groups with spare capacity.
+        GroupType::SmtBalance if s.idle_cpus != 0 || busiest.idle_cpus != 0 => has_spare(),
+        // Average loads not computed for these (0): a tie, the first kept
+        // before v6.6; from it the candidate is taken, unless the busiest so
+        // far is a core's threads (they "need more help").
+        GroupType::FullyBusy | GroupType::SmtBalance => {
+            s.avg_load > busiest.avg_load
+                || (s.avg_load == busiest.avg_load && level.kernel.linux_from(6, 6) && !level.smt_groups)
         }
-        GroupType::HasSpare => {
-            s.idle_cpus < busiest.idle_cpus || (s.idle_cpus == busiest.idle_cpus && s.nr_running > busiest.nr_running)
-        }
+        GroupType::HasSpare => has_spare(),
     }
 }
 
 /// `sibling_imbalance` (v6.6 on): the tasks to even out between the local
 /// group and the busiest by their cores, before halving; 0 for a busy CPU.
-fn sibling_imbalance(level: &Level<'_>, idle: Idle, busiest: &GroupStats, local: &GroupStats) -> u64 {
+fn sibling_imbalance(level: &Domain<'_>, idle: Idle, busiest: &GroupStats, local: &GroupStats) -> u64 {
     if idle == Idle::Busy || busiest.nr_running == 0 {
         return 0;
     }
@@ -190,15 +209,19 @@ fn sibling_imbalance(level: &Level<'_>, idle: Idle, busiest: &GroupStats, local:
 /// `calculate_imbalance`: what to move from group `busiest` to `local` and
 /// how much, `domain_avg` the domain's average load.
 fn calculate_imbalance(
-    level: &Level<'_>,
+    level: &Domain<'_>,
     idle: Idle,
     local: &GroupStats,
     busiest: &GroupStats,
     domain_avg: u64,
 ) -> (Migration, u64) {
     let k = level.kernel;
+    if busiest.kind == GroupType::SmtBalance {
+        // Fewer tasks sharing a core: one.
+        return (Migration::Task, 1);
+    }
     if local.kind == GroupType::HasSpare {
-        if busiest.kind > GroupType::FullyBusy && !level.llc {
+        if busiest.kind > GroupType::FullyBusy && !level.level.shares_cache() {
             let util = local.capacity().max(local.util) - local.util;
             if idle != Idle::Busy && util == 0 {
                 return (Migration::Task, 1);

@@ -11,14 +11,9 @@
 //! least loaded) and goes on a level below that CPU. What no level moves stays
 //! on the parent's CPU.
 //!
-//! The levels are the simulated machine's ([`ForkDomains::levels`]): the
-//! machine, its groups its NUMA nodes (the model's sockets); a node, its
-//! groups its cache domains; a cache domain, its groups its cores (with SMT)
-//! or CPUs; a core, its groups its hardware threads. A level of one group is
-//! left out, as the kernel removes degenerate domains. A level's groups are
-//! listed from the group of the CPU reached, then on in CPU order round the
-//! level (`build_sched_groups`' `for_each_cpu_wrap`), and the first of equal
-//! candidates wins.
+//! The levels are the simulated machine's ([`super::domain`], walked from
+//! the top: [`ForkDomains::levels`]), each level's groups listed from the
+//! group of the CPU reached; the first of equal candidates wins.
 //!
 //! A group's figures (`update_sg_wakeup_stats`) and type are
 //! [`super::group`]'s, from each CPU's PELT load, utilisation and runnable
@@ -37,13 +32,11 @@
 //!   ties; at a NUMA level the local node also keeps the task while the
 //!   imbalance is allowed ([`NumaFork`]).
 //!
-//! `imbalance_pct` is 110 at the core level (SMT), 117 at the cache domain
-//! (`sd_init`) and above it 125 before v5.10, 117 from it
-//! ([`crate::kernel::Kernel::upper_imbalance_pct`]).
+//! `imbalance_pct` is each level's ([`crate::kernel::Kernel::imbalance_pct`]).
 
+use super::domain::{Domains, Level};
 use super::group::{CpuLoad, GroupStats, GroupType, Reader, SCALE};
 use super::pelt::{RqAvg, SchedAvg};
-use super::{LLC_IMBALANCE_PCT, SMT_IMBALANCE_PCT};
 use crate::kernel::Kernel;
 
 /// `NUMA_IMBALANCE_MIN`: a node may run this many more tasks than another
@@ -119,33 +112,15 @@ pub fn imb_numa_nr(ncpus: usize, per_node: usize, per_llc: usize) -> u32 {
     (imb * (ncpus / per_node).max(1)) as u32
 }
 
-/// A level of the machine's scheduling domains, from the top.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    /// The whole machine; its groups are the NUMA nodes.
-    Machine,
-    /// A node; its groups are its cache domains.
-    Node,
-    /// A cache domain; its groups are its cores (with SMT) or CPUs.
-    Llc,
-    /// A core; its groups are its hardware threads.
-    Core,
-}
-
-/// The machine's scheduling domains as fork balancing reads them.
+/// The machine's scheduling domains as fork balancing reads them: the
+/// topology ([`Domains`]), the NUMA rule and the kernel.
 #[derive(Clone, Debug)]
 pub struct ForkDomains {
-    /// CPUs of the run.
-    ncpus: usize,
-    /// CPUs to a NUMA node (a socket of the model), numbered together.
-    per_node: usize,
-    /// Hardware threads to a core that share it (1: each CPU a core): a
-    /// node's CPU `l` and `l + per_node / threads` are threads of one core.
-    threads: usize,
+    /// The domains.
+    domains: Domains,
     /// The NUMA rule.
     numa: NumaFork,
-    /// The kernel (`imbalance_pct` of the node and machine levels, how a
-    /// group is typed).
+    /// The kernel (`imbalance_pct` of each level, how a group is typed).
     kernel: Kernel,
 }
 
@@ -154,9 +129,13 @@ impl ForkDomains {
     /// `threads` to a core, under `kernel`'s rules (`numa` its NUMA rule
     /// on this machine: [`Kernel::fork_balancing`]).
     pub fn new(ncpus: usize, per_node: usize, threads: usize, numa: NumaFork, kernel: Kernel) -> Self {
-        let per_node = per_node.max(1);
-        let threads = if threads > 1 && per_node.is_multiple_of(threads) { threads } else { 1 };
-        ForkDomains { ncpus, per_node, threads, numa, kernel }
+        ForkDomains::on(Domains::new(ncpus, per_node, threads), numa, kernel)
+    }
+
+    /// Returns fork balancing over `domains` under `kernel`'s rules (`numa`
+    /// its NUMA rule on this machine).
+    pub fn on(domains: Domains, numa: NumaFork, kernel: Kernel) -> Self {
+        ForkDomains { domains, numa, kernel }
     }
 
     /// Returns the CPU a task forked on `parent` starts on, with `cpus[c]`
@@ -165,7 +144,7 @@ impl ForkDomains {
     pub fn find_idlest_cpu(&self, llcs: &[(u32, u32)], cpus: &[CpuLoad], parent: usize) -> usize {
         let mut cpu = parent;
         for level in self.levels(llcs, parent) {
-            let groups = self.groups(level, cpu, llcs);
+            let groups = self.domains.groups(level, cpu, llcs);
             if let Some(g) = self.idlest_group(level, &groups, cpus) {
                 cpu = idlest_group_cpu(&groups[g], cpus);
             }
@@ -176,94 +155,20 @@ impl ForkDomains {
     /// Returns the levels of `cpu`'s domains with more than one group, from
     /// the top.
     pub fn levels(&self, llcs: &[(u32, u32)], cpu: usize) -> Vec<Level> {
-        let mut v = Vec::with_capacity(4);
-        if self.ncpus > self.per_node {
-            v.push(Level::Machine);
-        }
-        let node = self.node_span(cpu);
-        if llcs.iter().filter(|l| node.contains(&(l.0 as usize))).count() > 1 {
-            v.push(Level::Node);
-        }
-        let llc = llc_span(llcs, cpu);
-        if self.child_span(Level::Llc, llc.start, llcs).len() < llc.len() {
-            v.push(Level::Llc);
-        }
-        if self.core(cpu).count() > 1 {
-            v.push(Level::Core);
-        }
+        let mut v = self.domains.levels(llcs, cpu);
+        v.reverse();
         v
     }
 
-    /// Returns the groups of `cpu`'s domain at `level`: its own first, then
-    /// on round the domain in CPU order.
-    fn groups(&self, level: Level, cpu: usize, llcs: &[(u32, u32)]) -> Vec<Vec<usize>> {
-        let span: Vec<usize> = match level {
-            Level::Machine => (0..self.ncpus).collect(),
-            Level::Node => self.node_span(cpu).collect(),
-            Level::Llc => llc_span(llcs, cpu).collect(),
-            Level::Core => self.core(cpu).collect(),
-        };
-        let at = span.iter().position(|&c| c == cpu).unwrap_or(0);
-        let mut covered = vec![false; self.ncpus];
-        let mut groups = Vec::new();
-        for &c in span[at..].iter().chain(&span[..at]) {
-            if covered[c] {
-                continue;
-            }
-            let g = self.child_span(level, c, llcs);
-            for &x in &g {
-                covered[x] = true;
-            }
-            groups.push(g);
-        }
-        groups
-    }
-
-    /// Returns the CPUs of the group at `level` that holds `cpu`: the span of
-    /// the level below.
-    fn child_span(&self, level: Level, cpu: usize, llcs: &[(u32, u32)]) -> Vec<usize> {
-        match level {
-            Level::Machine => self.node_span(cpu).collect(),
-            Level::Node => llc_span(llcs, cpu).collect(),
-            Level::Llc if self.threads > 1 => {
-                let llc = llc_span(llcs, cpu);
-                self.core(cpu).filter(|c| llc.contains(c)).collect()
-            }
-            Level::Llc | Level::Core => vec![cpu],
-        }
-    }
-
-    /// Returns the CPUs of `cpu`'s node.
-    fn node_span(&self, cpu: usize) -> std::ops::Range<usize> {
-        let first = cpu / self.per_node * self.per_node;
-        first..(first + self.per_node).min(self.ncpus)
-    }
-
-    /// Returns the hardware threads to a core (1: each CPU a core).
-    pub fn threads(&self) -> usize {
-        self.threads
-    }
-
-    /// Returns whether a core's hardware threads share it (SMT).
-    pub fn smt(&self) -> bool {
-        self.threads > 1
-    }
-
-    /// Returns the hardware threads of `cpu`'s core, in CPU order.
-    pub fn core(&self, cpu: usize) -> impl Iterator<Item = usize> {
-        let (ncpus, cores) = (self.ncpus, self.per_node / self.threads);
-        let (base, core) = (cpu / self.per_node * self.per_node, cpu % self.per_node % cores);
-        (0..self.threads).map(move |k| base + k * cores + core).filter(move |&c| c < ncpus)
+    /// Returns the machine's domains.
+    pub fn domains(&self) -> &Domains {
+        &self.domains
     }
 
     /// `find_idlest_group`: the group other than the first (the local one)
     /// the task goes to at `level`, `None` to stay.
     fn idlest_group(&self, level: Level, groups: &[Vec<usize>], cpus: &[CpuLoad]) -> Option<usize> {
-        let pct = match level {
-            Level::Core => SMT_IMBALANCE_PCT,
-            Level::Llc => LLC_IMBALANCE_PCT,
-            Level::Node | Level::Machine => self.kernel.upper_imbalance_pct(),
-        };
+        let pct = self.kernel.imbalance_pct(level);
         let stats = |g: &[usize]| GroupStats::of(g.iter().map(|&c| cpus[c]), pct, Reader::Wakeup, self.kernel);
         let local = stats(groups.first()?);
         let mut idlest: Option<(usize, GroupStats)> = None;
@@ -292,13 +197,6 @@ impl ForkDomains {
     }
 }
 
-/// Returns the cache domain holding `cpu`.
-fn llc_span(llcs: &[(u32, u32)], cpu: usize) -> std::ops::Range<usize> {
-    llcs.iter()
-        .find(|l| (l.0 as usize..l.1 as usize).contains(&cpu))
-        .map_or(cpu..cpu + 1, |l| l.0 as usize..l.1 as usize)
-}
-
 /// `update_pick_idlest`: whether `s` beats the idlest group so far.
 fn better(best: &GroupStats, s: &GroupStats) -> bool {
     if s.kind != best.kind {
@@ -324,8 +222,9 @@ fn idlest_group_cpu(g: &[usize], cpus: &[CpuLoad]) -> usize {
 /// `post_init_entity_util_avg`: [`RqAvg::attach_new`]); the forks follow one
 /// another too closely for any average to decay.
 pub fn fork_order(d: &ForkDomains, llcs: &[(u32, u32)], n: usize, parent: usize) -> Vec<usize> {
-    let mut rqs = vec![RqAvg::default(); d.ncpus];
-    let mut cpus = vec![CpuLoad::default(); d.ncpus];
+    let ncpus = d.domains.ncpus();
+    let mut rqs = vec![RqAvg::default(); ncpus];
+    let mut cpus = vec![CpuLoad::default(); ncpus];
     let mut order = Vec::with_capacity(n);
     for j in 0..n {
         let cpu = if j == 0 { parent } else { d.find_idlest_cpu(llcs, &cpus, parent) };

@@ -19,10 +19,11 @@
 //! - **has spare** otherwise: fewer tasks than CPUs, or tasks that sleep
 //!   enough to leave capacity free.
 //!
-//! The types between fully busy and overloaded (misfit, asymmetric packing,
-//! SMT balance, imbalanced by affinity) need what the model lacks (cores of
-//! different capacities, `SD_ASYM_PACKING`, tasks bound to some CPUs of a
-//! group) and are not told apart.
+//! Of the types between fully busy and overloaded, the balancer sets SMT
+//! balance ([`super::busiest`]); the others (misfit, asymmetric packing,
+//! imbalanced by affinity) need what the model lacks (cores of different
+//! capacities, `SD_ASYM_PACKING`, tasks bound to some CPUs of a group) and
+//! are not told apart.
 
 use crate::kernel::Kernel;
 
@@ -59,6 +60,10 @@ pub enum GroupType {
     /// No capacity to spare, and no more tasks than it can run
     /// (`group_fully_busy`).
     FullyBusy,
+    /// A core's threads running more than one task while the balancing CPU
+    /// is idle (`group_smt_balance`, v6.6 on: fee1759e4f04): set by the
+    /// balancer ([`super::busiest`]), never by [`GroupStats::of`].
+    SmtBalance,
     /// More tasks than it can run (`group_overloaded`).
     Overloaded,
 }

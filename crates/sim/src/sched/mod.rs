@@ -25,6 +25,7 @@
 
 pub mod busiest;
 pub mod cfs;
+pub mod domain;
 pub mod eevdf;
 pub mod fork;
 pub mod group;

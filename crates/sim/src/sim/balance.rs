@@ -1,13 +1,33 @@
 //! Load balancing between CPUs for the fair classes (CFS, EEVDF) with
-//! `migration` on: Linux's `load_balance` (`kernel/sched/fair.c`) at each
-//! domain level, its decisions ([`crate::sched::busiest`]: the busiest group
-//! and CPU and what to move, from the groups' PELT figures,
-//! [`crate::sched::group`]) and its `detach_tasks` here.
+//! `migration` on: Linux's `load_balance` (`kernel/sched/fair.c`) over the
+//! machine's scheduling domains ([`crate::sched::domain`]: a core's threads,
+//! the cache domain, the node, the machine), its decisions
+//! ([`crate::sched::busiest`]: the busiest group and CPU and what to move,
+//! from the groups' PELT figures, [`crate::sched::group`]), and here when
+//! it runs, `detach_tasks` and active balance. The kernel's code was read at
+//! 5.10.140, 6.1.20, 6.6.63 and 6.12.63.
 //!
-//! The domains are the cache (LLC) domain (`cores_per_ccx` CPUs, the MC
-//! level; its groups its CPUs), the socket (its groups its cache domains)
-//! and the machine (its groups the nodes, a NUMA level); a level of one
-//! group is left out, as the kernel removes degenerate domains.
+//! - Periodic balancing (`rebalance_domains`): at its tick a busy CPU whose
+//!   `next_balance` is due walks its domains from the lowest up, balancing
+//!   each whose interval has passed since its last balance, and stops at
+//!   the first it is not the one to balance for its group
+//!   (`should_we_balance`: a group's first idle CPU, from v6.6 the first
+//!   on a wholly idle core above the core level (b1bfeab9b002), else its
+//!   first CPU; newly idle balances always balance). A domain's interval is
+//!   its weight in milliseconds, doubled after a balance that found it
+//!   balanced and reset by one that found an imbalance, times `busy_factor`
+//!   (32 before v5.10, 16 from it) for a busy CPU. A balance that moves
+//!   tasks to an idle CPU makes it busy for the levels above.
+//! - Idle CPUs (NOHZ, `nohz_balancer_kick`, `_nohz_idle_balance`): at its
+//!   tick, once `nohz.next_balance` has passed and some CPU is idle, a busy
+//!   CPU running two tasks or more, or whose cache domain has more than one
+//!   busy CPU (`nr_busy_cpus`), kicks the first idle CPU (its IPI, or the
+//!   store to a polling CPU's flags, and its exit latency: `sim/idle.rs`),
+//!   which runs `rebalance_domains` as `CPU_IDLE` for every idle CPU whose
+//!   `next_balance` is due, from the CPU after it round to itself, then sets
+//!   `nohz.next_balance` to the earliest of theirs; a kick puts it a tick
+//!   ahead. A CPU going idle brings `nohz.next_balance` forward to its own
+//!   (the kernel does so at the next tick's `NOHZ_NEXT_KICK`).
 //! - Newly idle (`newidle_balance`, `sched_balance_newidle` from v6.10): a
 //!   CPU about to go idle, when some CPU has a task balancing may move
 //!   (`rd->overload`), balances its domains from the lowest up and stops at
@@ -26,20 +46,6 @@
 //!   levels so far cost plus that level's. A level's cost is the largest it
 //!   took, decayed by 253/256 each second it is not exceeded
 //!   (`update_newidle_cost`).
-//! - Idle CPUs (the NOHZ idle balancer, `nohz_balancer_kick`): at its tick, a
-//!   busy CPU with a queued task that may move kicks an idle CPU (of its
-//!   cache domain first, then its socket, then the machine), at most once per
-//!   cache-domain balance interval, and that CPU balances for itself
-//!   (`rebalance_domains` with `CPU_IDLE`) from its lowest level up to the
-//!   first that moves tasks. The kernel's idle load balancer balances every
-//!   idle CPU whose interval is due; here only the kicked one does.
-//! - Busy CPUs (`rebalance_domains` at the tick): every balance interval times
-//!   `busy_factor` (32 before v5.10, 16 from it), a CPU balances its cache
-//!   domain, then (when that moved nothing) its socket and the machine, there
-//!   only as the first CPU of a group with no idle CPU (`should_we_balance`).
-//!   A busy CPU takes tasks only by load from an overloaded group, or to even
-//!   out siblings' task counts before v6.6 (from v6.6 `sibling_imbalance` is
-//!   nothing for a busy CPU).
 //! - `detach_tasks`: of the source's queued tasks, least recently run first,
 //!   at most `sysctl_sched_nr_migrate` (32) and as many as it runs are looked
 //!   at; each that may move is taken while the imbalance lasts: by load (a
@@ -48,8 +54,6 @@
 //!   whose utilisation exceeds it stays; 6.12.63 halves it per failure as it
 //!   does load, which is not modelled), or one task for one; never the
 //!   source's last task for an idle CPU.
-//! - A domain's balance interval is its weight in milliseconds (`sd_init`:
-//!   `balance_interval = sd_weight`; the doubling on failure not modelled).
 //! - `can_migrate_task`: never a task bound to its CPU, nor the running one,
 //!   nor one whose dequeue is delayed (EEVDF, `sim/scheduler/delayed.rs`)
 //!   unless the balance migrates load; not a cache-hot one (`task_hot`: it
@@ -59,8 +63,17 @@
 //!   (`nr_balance_failed`, per CPU and level: a periodic balance that finds
 //!   an imbalance and moves nothing counts one; one that moves a task or
 //!   finds the level balanced, newly idle ones included, resets it;
-//!   `cache_nice_tries` is 1 at the cache domain and the package, 2 at NUMA,
-//!   `sd_init`).
+//!   `cache_nice_tries` is 0 at a core, 1 at the cache domain and the
+//!   package, 2 at NUMA, `sd_init`).
+//! - Active balance (`need_active_balance`, `active_load_balance_cpu_stop`):
+//!   a balance that found an imbalance and moved nothing, when its level has
+//!   failed more than `cache_nice_tries + 2` times (from v5.12, e9b9734b7465,
+//!   only where it moves tasks by count), has the source's stopper preempt
+//!   its running task (a reschedule IPI) and push one task, the one it ran
+//!   if it is the only one, cache-hot or not, to the balancing CPU; the
+//!   stopper's switch is charged to the source. Before v5.12 the level's
+//!   failures are then set to `cache_nice_tries + 1`; the push resets the
+//!   balancing CPU's.
 //! - A balance that moves tasks costs the CPU that makes it two cache-line
 //!   transfers from the other CPU (its run-queue lock and the tasks'
 //!   scheduling state); the tasks' working sets re-warming in the new CPU's
@@ -68,10 +81,11 @@
 //! - A moved task keeps its place: CFS its virtual runtime relative to
 //!   `min_vruntime`, EEVDF its lag.
 //!
-//! Not modelled: `update_blocked_averages`' own cost, the SMT level below the
-//! cache domain (a cache domain's groups are its CPUs), misfit and
-//! asymmetric capacity, NUMA balancing, the active balance that stops a
-//! running task to move it, the `LBF_NEED_BREAK` restart.
+//! Not modelled: `update_blocked_averages`' own cost, the time the idle
+//! load balancer spends (only its wake-up delays its balances), misfit and
+//! asymmetric capacity, NUMA balancing, `SD_SERIALIZE`, the longer intervals
+//! of levels whose tasks are all bound (`MAX_PINNED_INTERVAL`), the
+//! `LBF_NEED_BREAK` restart.
 //!
 //! Cost: a balance reads the figures of its level's CPUs (PELT's, brought to
 //! the balance's time); newly idle balancing is skipped outright while no
@@ -82,44 +96,61 @@
 //! look and what to take, and charges the moves.
 
 use super::*;
-use crate::sched::busiest::{find_busiest_group, find_busiest_queue, Idle, Imbalance, Level, Migration};
-use crate::sched::LLC_IMBALANCE_PCT;
+use crate::sched::busiest::{find_busiest_group, find_busiest_queue, Domain, Idle, Imbalance, Migration};
+use crate::sched::domain::{Level, LEVELS};
 use std::ops::Range;
 
+/// A CPU's domain at one level as a balance reads it: its CPUs in group
+/// order, and its groups as ranges of them, the balancing CPU's first.
+struct Span {
+    cpus: Vec<usize>,
+    groups: Vec<Range<usize>>,
+}
+
+/// What a [`Sim::load_balance`] did.
+struct Outcome {
+    /// The tasks it took, not yet queued anywhere, and where from.
+    moved: Vec<usize>,
+    src: usize,
+    /// Whether the walk up the domains goes on (`continue_balancing`).
+    go_on: bool,
+}
+
 impl Sim {
-    /// Returns the socket of cache domain `llc`.
-    fn llc_socket(&self, llc: usize) -> usize {
-        self.scheduler.llc_range(llc).0 as usize / self.m.cores_per_socket.max(1)
+    /// Returns `cpu`'s domain at `level` ([`Span`]).
+    fn span(&self, cpu: usize, level: Level) -> Span {
+        let groups = self.scheduler.domains().groups(level, cpu, self.scheduler.llcs());
+        let mut cpus = Vec::with_capacity(groups.iter().map(Vec::len).sum());
+        let mut ranges = Vec::with_capacity(groups.len());
+        for g in groups {
+            let at = cpus.len();
+            cpus.extend(g);
+            ranges.push(at..cpus.len());
+        }
+        Span { cpus, groups: ranges }
     }
 
-    /// Returns the cache domains other than `cpu`'s whose count `count` is not
-    /// zero, those of `cpu`'s socket first (then by index).
-    fn other_llcs<'a>(&'a self, cpu: usize, count: &'a [u32]) -> impl Iterator<Item = usize> + 'a {
-        self.level_llcs(cpu, 1).chain(self.level_llcs(cpu, 2)).filter(move |&l| count[l] > 0)
-    }
-
-    /// Returns the cache domains level `level` of `cpu` spans beyond the
-    /// level below (by index): none for a level that spans what the one below
-    /// spans, a degenerate domain.
-    fn level_llcs(&self, cpu: usize, level: usize) -> impl Iterator<Item = usize> + '_ {
+    /// What reading the run queues of `cpu`'s domain at `level` costs it: a
+    /// line transfer from each of its CPUs that runs something, `cpu` aside.
+    fn newidle_scan(&self, cpu: usize, level: Level) -> u64 {
+        let d = self.scheduler.domains();
+        let llcs = self.scheduler.llcs();
+        let span = match level {
+            Level::Core => {
+                let busy = d.core(cpu).filter(|&c| c != cpu && !self.scheduler.idle(c));
+                return busy.map(|c| self.m.transfer_cost(cpu, c)).sum();
+            }
+            Level::Llc => crate::sched::domain::llc_span(llcs, cpu),
+            Level::Node => d.node(cpu),
+            Level::Machine => 0..d.ncpus(),
+        };
         let own = self.scheduler.cpu(cpu).llc() as usize;
-        let socket = self.llc_socket(own);
-        (0..self.scheduler.nllcs()).filter(move |&l| match level {
-            0 => l == own,
-            1 => l != own && self.llc_socket(l) == socket,
-            _ => self.llc_socket(l) != socket,
-        })
-    }
-
-    /// What reading the run queues of level `level` of `cpu` costs it: a line
-    /// transfer from each CPU of the level that runs something, `cpu` aside.
-    fn newidle_scan(&self, cpu: usize, level: usize) -> u64 {
-        (0..=level)
-            .flat_map(|l| self.level_llcs(cpu, l))
+        (0..self.scheduler.nllcs())
+            .filter(|&l| span.contains(&(self.scheduler.llc_range(l).0 as usize)))
             .map(|l| {
                 let (lo, hi) = self.scheduler.llc_range(l);
                 let mut busy = u64::from(hi - lo - self.scheduler.idle_llcs()[l]);
-                if l == self.scheduler.cpu(cpu).llc() as usize && !self.scheduler.idle(cpu) {
+                if l == own && !self.scheduler.idle(cpu) {
                     busy -= 1;
                 }
                 busy * self.m.transfer_cost(cpu, lo as usize)
@@ -127,60 +158,159 @@ impl Sim {
             .sum()
     }
 
-    /// Returns the groups of `cpu`'s domain at `level` (0 its cache domain,
-    /// whose groups are its CPUs; 1 its socket, whose groups are its cache
-    /// domains; 2 the machine, whose groups are the nodes) and which is
-    /// `cpu`'s.
-    fn level_groups(&self, cpu: usize, level: usize) -> (Vec<Range<usize>>, usize) {
-        let own = self.scheduler.cpu(cpu).llc() as usize;
-        let groups: Vec<Range<usize>> = match level {
-            0 => self.scheduler.llc_cpus(own).map(|c| c..c + 1).collect(),
-            1 => {
-                let socket = self.llc_socket(own);
-                (0..self.scheduler.nllcs())
-                    .filter(|&l| self.llc_socket(l) == socket)
-                    .map(|l| self.scheduler.llc_cpus(l))
-                    .collect()
-            }
-            _ => {
-                let (n, cps) = (self.scheduler.ncpus(), self.m.cores_per_socket.max(1));
-                (0..n.div_ceil(cps)).map(|s| s * cps..((s + 1) * cps).min(n)).collect()
-            }
-        };
-        let local = groups.iter().position(|g| g.contains(&cpu)).unwrap_or(0);
-        (groups, local)
-    }
-
     /// `find_busiest_group` and `find_busiest_queue` for `cpu`'s balance of
-    /// `level` at `now` ([`crate::sched::busiest`]): the CPU to take from and
-    /// what to take; `None` when the level is balanced (or has one group).
-    fn find_imbalance(&self, cpu: usize, level: usize, idle: Idle, now: u64) -> Option<(usize, Imbalance)> {
-        let (groups, local) = self.level_groups(cpu, level);
-        if groups.len() < 2 {
+    /// `span`, its domain at `level`, at `now` ([`crate::sched::busiest`]):
+    /// the CPU to take from and what to take; `None` when the level is
+    /// balanced.
+    fn find_imbalance(
+        &self,
+        cpu: usize,
+        level: Level,
+        span: &Span,
+        idle: Idle,
+        now: u64,
+    ) -> Option<(usize, Imbalance)> {
+        if span.groups.len() < 2 {
             return None;
         }
-        // The level's CPUs' figures, numbered from its first CPU.
-        let base = groups.first()?.start;
-        let cpus = self.scheduler.cpu_loads_of(base..groups.last()?.end, now);
-        let groups: Vec<Range<usize>> = groups.iter().map(|g| g.start - base..g.end - base).collect();
+        let d = *self.scheduler.domains();
+        let llcs = self.scheduler.llcs();
+        let cpus = self.scheduler.cpu_loads_at(&span.cpus, now);
         let kernel = self.scheduler.tun().kernel;
-        let numa = (level == 2).then(|| {
+        let numa = (level == Level::Machine).then(|| {
             let (cps, ccx) = (self.m.cores_per_socket.max(1), self.cfg.preset.cores_per_ccx);
-            crate::sched::fork::imb_numa_nr(self.scheduler.ncpus(), cps, ccx)
+            crate::sched::fork::imb_numa_nr(d.ncpus(), cps, ccx)
         });
-        let l = Level {
-            groups: &groups,
-            local,
-            pct: if level == 0 { LLC_IMBALANCE_PCT } else { kernel.upper_imbalance_pct() },
-            llc: level == 0,
-            prefer_sibling: level > 0,
+        let dom = Domain {
+            groups: &span.groups,
+            local: 0,
+            level,
+            prefer_sibling: d.has_child(level, llcs, cpu),
+            smt_groups: level == Level::Llc && d.exists(Level::Core, llcs, cpu),
             numa,
-            threads: self.scheduler.threads_per_core(),
+            threads: d.threads() as u32,
             kernel,
         };
-        let imb = find_busiest_group(&l, &cpus, idle)?;
-        let src = find_busiest_queue(groups[imb.group].clone(), &cpus, &imb, kernel)?;
-        Some((base + src, imb))
+        let imb = find_busiest_group(&dom, &cpus, idle)?;
+        let src = find_busiest_queue(span.groups[imb.group].clone(), &cpus, &imb, kernel)?;
+        Some((span.cpus[src], imb))
+    }
+
+    /// `should_we_balance`: whether `cpu` balances `span`, its domain at
+    /// `level`, for its group.
+    fn should_we_balance(&self, cpu: usize, level: Level, span: &Span, idle: Idle) -> bool {
+        if idle == Idle::NewlyIdle {
+            return true;
+        }
+        let local = &span.cpus[span.groups[0].clone()];
+        let by_core = level != Level::Core && self.scheduler.tun().kernel.linux_from(6, 6);
+        let d = self.scheduler.domains();
+        let mut idle_smt = None;
+        for &c in local.iter().filter(|&&c| self.scheduler.idle(c)) {
+            if by_core && !d.core(c).all(|x| self.scheduler.idle(x)) {
+                idle_smt.get_or_insert(c);
+                continue;
+            }
+            return c == cpu;
+        }
+        idle_smt.unwrap_or_else(|| local.iter().copied().min().unwrap_or(cpu)) == cpu
+    }
+
+    /// `load_balance`: `cpu`'s balance of its domain at `level` at `now`, as
+    /// `idle`: the tasks it takes (not yet queued), after `should_we_balance`
+    /// and the level's records ([`Balancing`]); starts an active balance when
+    /// due.
+    fn load_balance(&mut self, cpu: usize, level: Level, idle: Idle, now: u64) -> Outcome {
+        let span = self.span(cpu, level);
+        let mut out = Outcome { moved: Vec::new(), src: cpu, go_on: true };
+        if !self.should_we_balance(cpu, level, &span, idle) {
+            self.scheduler.cpu_mut(cpu).balancing_mut().balanced(level, idle);
+            out.go_on = false;
+            return out;
+        }
+        if level == Level::Llc && idle != Idle::NewlyIdle {
+            // `update_sd_lb_stats` ends with SIS_UTIL's count (v6.0 on).
+            let own = self.scheduler.cpu(cpu).llc() as usize;
+            self.scheduler.update_idle_cpu_scan(own, now);
+        }
+        let Some((src, imb)) = self.find_imbalance(cpu, level, &span, idle, now) else {
+            self.scheduler.cpu_mut(cpu).balancing_mut().balanced(level, idle);
+            return out;
+        };
+        out.src = src;
+        out.moved = self.detach_tasks(src, cpu, level, imb, idle, now);
+        let kernel = self.scheduler.tun().kernel;
+        let rec = self.scheduler.cpu_mut(cpu).balancing_mut();
+        if !out.moved.is_empty() {
+            rec.moved(level);
+            return out;
+        }
+        let failed = rec.failed(level, idle);
+        // `need_active_balance`: from v5.12 only a balance by count.
+        let tries = kernel.cache_nice_tries(level);
+        let by_count = imb.kind == Migration::Task || !kernel.linux_from(5, 12);
+        if by_count && failed > tries + 2 {
+            let started = self.active_kick(src, cpu);
+            let rec = self.scheduler.cpu_mut(cpu).balancing_mut();
+            match started {
+                // The task running there may not run here (`out_one_pinned`).
+                None => rec.pinned(level, idle),
+                Some(started) if !kernel.linux_from(5, 12) => rec.kicked_before_v5_12(level, tries, started),
+                Some(_) => {}
+            }
+        }
+        out
+    }
+
+    /// Starts an active balance of `src` towards `dst` (`stop_one_cpu_nowait`:
+    /// the stopper preempts `src`'s running task, a reschedule IPI): `None`
+    /// when that task is bound to `src`, else whether it started (not when
+    /// one is already pending there).
+    fn active_kick(&mut self, src: usize, dst: usize) -> Option<bool> {
+        if self.scheduler.cpu(src).cur().is_some_and(|t| self.scheduler.thread(t).pinned()) {
+            return None;
+        }
+        if !self.scheduler.cpu_mut(src).balancing_mut().push_to(dst) {
+            return Some(false);
+        }
+        self.resched(src, dst);
+        Some(true)
+    }
+
+    /// `active_load_balance_cpu_stop` on `src`, switching at `now` with its
+    /// running task just put back on its queue: moves one task to `dst` (the
+    /// first, least recently run, that may go there, cache-hot or not);
+    /// returns `src`'s time after the stopper.
+    pub(super) fn active_push(&mut self, src: usize, dst: usize, now: u64) -> u64 {
+        let now = now + self.m.costs.kernel.switch_path;
+        self.stats.context_switches += 1;
+        let tid = self
+            .scheduler
+            .balance_candidates(src)
+            .into_iter()
+            .find(|&t| self.scheduler.can_migrate(t, src, dst, now, true, false));
+        if let Some(t) = tid.and_then(|t| self.scheduler.detach_task(src, t, dst, now)) {
+            let level = self.scheduler.domains().lowest_common(dst, src, self.scheduler.llcs());
+            self.scheduler.cpu_mut(dst).balancing_mut().pushed(level);
+            self.attach(dst, vec![t], (src, src), now);
+        }
+        now
+    }
+
+    /// Queues `moved`, taken from `src`, on `cpu` from `on` (the CPU whose
+    /// balance took them) at `now`, after the two line transfers of the move.
+    fn attach(&mut self, cpu: usize, moved: Vec<usize>, (src, on): (usize, usize), now: u64) {
+        if moved.is_empty() {
+            return;
+        }
+        let t = now + 2 * self.m.transfer_cost(src, cpu);
+        for tid in moved {
+            if self.scheduler.is_delayed(tid) {
+                self.scheduler.attach_delayed(cpu, tid, t);
+            } else {
+                self.enqueue(tid, cpu, t, on);
+            }
+        }
     }
 
     /// `detach_tasks`: takes tasks from `src`'s queue for `cpu`'s balance of
@@ -190,14 +320,15 @@ impl Sim {
         &mut self,
         src: usize,
         cpu: usize,
-        level: usize,
+        level: Level,
         imb: Imbalance,
         idle: Idle,
         now: u64,
     ) -> Vec<usize> {
         let mut moved = Vec::new();
         let kernel = self.scheduler.tun().kernel;
-        let (hot_ok, failed) = (self.hot_ok(cpu, level), self.scheduler.cpu(cpu).balance_failed(level));
+        let failed = self.scheduler.cpu(cpu).balancing().failures(level);
+        let hot_ok = failed > kernel.cache_nice_tries(level);
         let mut left = i128::from(imb.amount);
         let load = imb.kind == Migration::Load;
         for tid in self.scheduler.balance_candidates(src) {
@@ -242,36 +373,30 @@ impl Sim {
         let tun = *self.scheduler.tun();
         let second = tun.ms * 1000;
         self.scheduler.cpu_mut(cpu).newidle_mut().idle_from(now);
+        let levels = self.scheduler.domains().levels(self.scheduler.llcs(), cpu);
+        self.idle_next_balance(cpu, &levels);
         if self.scheduler.overloaded() == 0 {
             return (None, now);
         }
         let domain_gate = self.cfg.preset.kernel.newidle_gate_is_domain_cost();
+        let lowest = levels.first().copied().unwrap_or(Level::Llc);
         let ni = self.scheduler.cpu_mut(cpu).newidle_mut();
         let avg = ni.avg_idle();
-        let gate = if domain_gate { ni.level_cost(0, now, second) } else { tun.migration_cost };
+        let gate = if domain_gate { ni.level_cost(lowest, now, second) } else { tun.migration_cost };
         if avg < gate {
             return (None, now);
         }
         let (mut t, mut spent) = (now, 0);
-        let levels: [bool; LEVELS] = std::array::from_fn(|l| self.level_llcs(cpu, l).next().is_some());
-        for level in (0..LEVELS).filter(|&l| levels[l]) {
+        for level in levels {
             if avg < spent + self.scheduler.cpu_mut(cpu).newidle_mut().level_cost(level, t, second) {
                 break;
             }
             let t0 = t;
             t += self.newidle_scan(cpu, level);
-            let mut pulled = None;
-            let found = self.find_imbalance(cpu, level, Idle::NewlyIdle, t);
-            if let Some((src, imb)) = found {
-                pulled = self.detach_tasks(src, cpu, level, imb, Idle::NewlyIdle, t).first().copied();
-                if pulled.is_some() {
-                    t += 2 * self.m.transfer_cost(src, cpu);
-                }
-            }
-            // A newly idle balance resets the level's failures when it moves a
-            // task or finds the level balanced; its failures are not counted.
-            if found.is_none() || pulled.is_some() {
-                self.scheduler.cpu_mut(cpu).balanced(level, true);
+            let out = self.load_balance(cpu, level, Idle::NewlyIdle, t);
+            let pulled = out.moved.first().copied();
+            if pulled.is_some() {
+                t += 2 * self.m.transfer_cost(out.src, cpu);
             }
             let ni = self.scheduler.cpu_mut(cpu).newidle_mut();
             ni.spent(level, t - t0, t);
@@ -284,123 +409,203 @@ impl Sim {
         (None, t)
     }
 
-    /// Balancing at the tick of busy `cpu` at `now`: handing a task to an idle
-    /// CPU, and the periodic balance of its cache domain.
-    pub(super) fn tick_balance(&mut self, cpu: usize, now: u64) {
-        let own = self.scheduler.cpu(cpu).llc() as usize;
-        let weight = u64::from(self.scheduler.llc_range(own).1 - self.scheduler.llc_range(own).0);
-        let interval = self.scheduler.tun().ms * weight;
-        if self.scheduler.cpu(cpu).runq().movable() > 0 && now >= self.scheduler.cpu(cpu).next_kick() {
-            self.scheduler.cpu_mut(cpu).kick_next_at(now + interval);
-            let idle = if self.scheduler.idle_llcs()[own] > 0 {
-                self.scheduler.llc_cpus(own).find(|&c| self.scheduler.idle(c))
-            } else {
-                self.other_llcs(cpu, self.scheduler.idle_llcs())
-                    .next()
-                    .and_then(|l| self.scheduler.llc_cpus(l).find(|&c| self.scheduler.idle(c)))
-            };
-            if let Some(dst) = idle {
-                // The kicked idle CPU's balances (`rebalance_domains` with
-                // `CPU_IDLE`), from its lowest level up to the first that
-                // moves tasks.
-                for level in 0..LEVELS {
-                    if self.balance(dst, level, Idle::Idle, now) {
-                        break;
-                    }
+    /// `cpu`, going idle, brings its `next_balance` forward to the earliest
+    /// of its `levels`' next balances as an idle CPU, and
+    /// `nohz.next_balance` to that.
+    fn idle_next_balance(&mut self, cpu: usize, levels: &[Level]) {
+        let next = levels.iter().map(|&l| self.next_balance_at(cpu, l, false)).min().unwrap_or(u64::MAX);
+        let rec = self.scheduler.cpu_mut(cpu).balancing_mut();
+        rec.next = rec.next.min(next);
+        let next = rec.next;
+        self.scheduler.nohz_next_at(next.min(self.scheduler.nohz_next()));
+    }
+
+    /// When `cpu`'s domain at `level` is next due, busy or not.
+    fn next_balance_at(&self, cpu: usize, level: Level, busy: bool) -> u64 {
+        let d = self.scheduler.domains();
+        let tun = self.scheduler.tun();
+        let rec = self.scheduler.cpu(cpu).balancing();
+        // `get_sd_balance_interval`: `balance_interval` (the domain's weight,
+        // or twice it), times `busy_factor` when busy, at most
+        // `max_load_balance_interval` (HZ * CPUs / 10).
+        let mut ms = d.weight(level, cpu, self.scheduler.llcs()) as u64 * rec.interval_factor(level);
+        if busy {
+            ms *= tun.kernel.busy_factor();
+        }
+        let ms = ms.clamp(1, (d.ncpus() as u64 * 100).max(1));
+        rec.last(level) + ms * tun.ms
+    }
+
+    /// `rebalance_domains`: `cpu`'s periodic balance at `now` as `idle`, run
+    /// on `on` (itself, or the idle load balancer).
+    fn rebalance_domains(&mut self, cpu: usize, on: usize, idle: Idle, now: u64) {
+        let levels = self.scheduler.domains().levels(self.scheduler.llcs(), cpu);
+        let mut idle = idle;
+        let mut next = u64::MAX;
+        let mut go_on = true;
+        for level in levels {
+            if !go_on {
+                break;
+            }
+            if now >= self.next_balance_at(cpu, level, idle != Idle::Idle) {
+                let out = self.load_balance(cpu, level, idle, now);
+                go_on = out.go_on;
+                let moved = !out.moved.is_empty();
+                self.attach(cpu, out.moved, (out.src, on), now);
+                if moved {
+                    idle = if self.scheduler.idle(cpu) { Idle::Idle } else { Idle::Busy };
                 }
+                self.scheduler.cpu_mut(cpu).balancing_mut().balanced_at(level, now);
             }
+            next = next.min(self.next_balance_at(cpu, level, idle != Idle::Idle));
         }
-        if now >= self.scheduler.cpu(cpu).next_balance() {
-            let at = now + interval * self.scheduler.tun().kernel.busy_factor();
-            self.scheduler.cpu_mut(cpu).balance_next_at(at);
-            if self.llc_balance(cpu, own, now) {
-                return;
-            }
+        self.scheduler.cpu_mut(cpu).balancing_mut().next = next;
+    }
+
+    /// Balancing at the tick of busy `cpu` at `now` (`trigger_load_balance`):
+    /// its own periodic balance when due, then the NOHZ kick.
+    pub(super) fn tick_balance(&mut self, cpu: usize, now: u64) {
+        if now >= self.scheduler.cpu(cpu).balancing().next {
+            self.rebalance_domains(cpu, cpu, Idle::Busy, now);
         }
-        self.upper_balance(cpu, now);
+        self.nohz_balancer_kick(cpu, now);
     }
 
-    /// The periodic balance of busy `cpu`'s cache domain `own` at `now`
-    /// ([`Sim::balance`] with `CPU_NOT_IDLE`); returns whether it moved a
-    /// task.
-    fn llc_balance(&mut self, cpu: usize, own: usize, now: u64) -> bool {
-        // `update_sd_lb_stats` ends with SIS_UTIL's count (v6.0 on).
-        self.scheduler.update_idle_cpu_scan(own, now);
-        self.balance(cpu, 0, Idle::Busy, now)
-    }
-
-    /// `cpu`'s periodic balance of domain level `level` at `now`, busy or
-    /// idle (`load_balance`): the tasks [`crate::sched::busiest`] finds,
-    /// queued on `cpu`, the balance costing two line transfers from the
-    /// source (its run-queue lock and the tasks' state); returns whether it
-    /// moved any. A balance that finds an imbalance and moves nothing counts
-    /// a failure of the level, any other resets them.
-    fn balance(&mut self, cpu: usize, level: usize, idle: Idle, now: u64) -> bool {
-        let Some((src, imb)) = self.find_imbalance(cpu, level, idle, now) else {
-            self.scheduler.cpu_mut(cpu).balanced(level, true);
-            return false;
-        };
-        let moved = self.detach_tasks(src, cpu, level, imb, idle, now);
-        let t = now + 2 * self.m.transfer_cost(src, cpu);
-        for &tid in &moved {
-            if self.scheduler.is_delayed(tid) {
-                self.scheduler.attach_delayed(cpu, tid, t);
-            } else {
-                self.enqueue(tid, cpu, t, cpu);
-            }
+    /// `nohz_balancer_kick` from busy `cpu` at `now`, and the kicked CPU's
+    /// `_nohz_idle_balance`.
+    fn nohz_balancer_kick(&mut self, cpu: usize, now: u64) {
+        if now < self.scheduler.nohz_next() || self.scheduler.idle_llcs().iter().all(|&n| n == 0) {
+            return;
         }
-        self.scheduler.cpu_mut(cpu).balanced(level, !moved.is_empty());
-        !moved.is_empty()
-    }
-
-    /// Returns whether `cpu`'s balance at domain level `level` may move a
-    /// cache-hot task: once more of its balances there failed than the
-    /// level's `cache_nice_tries` (`can_migrate_task`).
-    fn hot_ok(&self, cpu: usize, level: usize) -> bool {
-        self.scheduler.cpu(cpu).balance_failed(level) > CACHE_NICE_TRIES[level]
-    }
-
-    /// The periodic balance of busy `cpu`'s domains above its cache domain at
-    /// its tick (`rebalance_domains`): its socket, whose groups are its cache
-    /// domains, then the machine, whose groups are the nodes, each every
-    /// `busy_factor` times its weight in milliseconds, each a
-    /// [`Sim::balance`] with `CPU_NOT_IDLE`. Only the first CPU of a group
-    /// with no idle CPU balances for it (`should_we_balance`; an idle CPU's
-    /// balance is the idle paths'); it stops at the first level that moved
-    /// tasks.
-    fn upper_balance(&mut self, cpu: usize, now: u64) {
-        for up in 0..2 {
-            let level = up + 1;
-            if now < self.scheduler.cpu(cpu).next_balance_up(up) {
+        let (lo, hi) = self.scheduler.llc_range(self.scheduler.cpu(cpu).llc() as usize);
+        let busy = hi - lo - self.scheduler.idle_llcs()[self.scheduler.cpu(cpu).llc() as usize];
+        if self.scheduler.load_of(cpu) < 2 && busy <= 1 {
+            return;
+        }
+        let n = self.scheduler.ncpus();
+        let Some(ilb) = (0..n).find(|&c| c != cpu && self.scheduler.idle(c)) else { return };
+        self.scheduler.nohz_next_at(now + self.scheduler.tun().ms);
+        let t = self.wake_idle(ilb, cpu, now);
+        let mut next = u64::MAX;
+        for c in (ilb + 1..n).chain(0..=ilb) {
+            if !self.scheduler.idle(c) {
                 continue;
             }
-            let (groups, local) = self.level_groups(cpu, level);
-            let weight = groups.iter().map(|g| g.len() as u64).sum::<u64>();
-            let t = *self.scheduler.tun();
-            self.scheduler.cpu_mut(cpu).balance_up_next_at(up, now + t.ms * weight * t.kernel.busy_factor());
-            if groups.len() < 2 {
-                continue;
+            if t >= self.scheduler.cpu(c).balancing().next {
+                self.rebalance_domains(c, ilb, Idle::Idle, t);
             }
-            // `should_we_balance`: not this CPU's turn, which the kernel
-            // counts as balanced (`out_balanced`).
-            if groups[local].start != cpu || groups[local].clone().any(|c| self.scheduler.idle(c)) {
-                self.scheduler.cpu_mut(cpu).balanced(level, true);
-                continue;
-            }
-            if self.balance(cpu, level, Idle::Busy, now) {
-                return;
-            }
+            next = next.min(self.scheduler.cpu(c).balancing().next);
+        }
+        if next != u64::MAX {
+            self.scheduler.nohz_next_at(next);
         }
     }
 }
 
-/// The domain levels newly idle balancing walks: the cache domain, the
-/// socket, the machine.
-const LEVELS: usize = 3;
+/// A CPU's record for periodic balancing: per domain level its
+/// `last_balance`, `balance_interval` (its weight or twice it, in ms) and
+/// `nr_balance_failed`; its run queue's `next_balance`; and a pending active
+/// balance's target (`active_balance`, `push_cpu`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Balancing {
+    /// Per level: when it last balanced.
+    last: [u64; LEVELS],
+    /// Per level: whether its interval is doubled.
+    doubled: [bool; LEVELS],
+    /// Per level: its balances since the last that moved a task or found the
+    /// level balanced, that found an imbalance and moved nothing.
+    failed: [u8; LEVELS],
+    /// When its next periodic balance is due (`rq->next_balance`).
+    pub(super) next: u64,
+    /// The CPU an active balance pushes a task of this one to.
+    push: Option<u32>,
+}
 
-/// `sd->cache_nice_tries` of each level (`sd_init`): 1 at the cache domain
-/// and the package, 2 at a NUMA level (the machine's nodes here).
-const CACHE_NICE_TRIES: [u8; LEVELS] = [1, 1, 2];
+impl Balancing {
+    /// Returns when `level` last balanced.
+    fn last(&self, level: Level) -> u64 {
+        self.last[level as usize]
+    }
+
+    /// Returns the factor of `level`'s weight its interval is (1 or 2).
+    fn interval_factor(&self, level: Level) -> u64 {
+        1 + u64::from(self.doubled[level as usize])
+    }
+
+    /// Returns `level`'s failed balances.
+    pub(super) fn failures(&self, level: Level) -> u8 {
+        self.failed[level as usize]
+    }
+
+    /// `level` balanced at `now`.
+    fn balanced_at(&mut self, level: Level, now: u64) {
+        self.last[level as usize] = now;
+    }
+
+    /// A balance of `level` as `idle` found it balanced (or was not this
+    /// CPU's to make): its failures reset, its interval doubled unless the
+    /// balance was newly idle (`out_balanced`).
+    fn balanced(&mut self, level: Level, idle: Idle) {
+        self.failed[level as usize] = 0;
+        if idle != Idle::NewlyIdle {
+            self.doubled[level as usize] = true;
+        }
+    }
+
+    /// A balance of `level` moved tasks: failures reset, interval reset.
+    fn moved(&mut self, level: Level) {
+        self.failed[level as usize] = 0;
+        self.doubled[level as usize] = false;
+    }
+
+    /// An active balance for `level` pushed a task here: failures reset.
+    fn pushed(&mut self, level: Level) {
+        self.failed[level as usize] = 0;
+    }
+
+    /// A balance of `level` as `idle` found an imbalance and moved nothing:
+    /// a failure unless newly idle, the interval reset; returns the failures.
+    fn failed(&mut self, level: Level, idle: Idle) -> u8 {
+        let f = &mut self.failed[level as usize];
+        if idle != Idle::NewlyIdle {
+            *f = f.saturating_add(1);
+        }
+        self.doubled[level as usize] = false;
+        *f
+    }
+
+    /// Before v5.12 an active balance asked for at `level` sets its
+    /// failures to `tries + 1`, and one that `started` doubles its interval.
+    fn kicked_before_v5_12(&mut self, level: Level, tries: u8, started: bool) {
+        self.failed[level as usize] = tries + 1;
+        self.doubled[level as usize] |= started;
+    }
+
+    /// An active balance at `level` as `idle` could not move the busiest
+    /// CPU's running task here: its interval doubles unless newly idle.
+    fn pinned(&mut self, level: Level, idle: Idle) {
+        self.doubled[level as usize] |= idle != Idle::NewlyIdle;
+    }
+
+    /// Asks this CPU to push a task to `dst`; false if a push is pending.
+    fn push_to(&mut self, dst: usize) -> bool {
+        if self.push.is_some() {
+            return false;
+        }
+        self.push = Some(dst as u32);
+        true
+    }
+
+    /// Returns the pending push's target, if any, forgetting it.
+    pub(super) fn take_push(&mut self) -> Option<usize> {
+        self.push.take().map(|d| d as usize)
+    }
+
+    /// Returns whether a push is pending.
+    pub(super) fn pushing(&self) -> bool {
+        self.push.is_some()
+    }
+}
 
 /// A CPU's record for newly idle balancing: `struct rq`'s `avg_idle` and
 /// `idle_stamp`, and each of its levels' `max_newidle_lb_cost`.
@@ -453,8 +658,8 @@ impl NewIdle {
 
     /// Level `level`'s cost at `now`: the largest it took, less 1/64 for
     /// each whole `second` since it last rose or decayed.
-    fn level_cost(&mut self, level: usize, now: u64, second: u64) -> u64 {
-        let (cost, at) = &mut self.cost[level];
+    fn level_cost(&mut self, level: Level, now: u64, second: u64) -> u64 {
+        let (cost, at) = &mut self.cost[level as usize];
         let seconds = now.saturating_sub(*at) / second.max(1);
         for _ in 0..seconds.min(4096) {
             if *cost == 0 {
@@ -467,9 +672,12 @@ impl NewIdle {
     }
 
     /// Level `level`'s balance took `cost`, ending at `now`.
-    fn spent(&mut self, level: usize, cost: u64, now: u64) {
-        if cost > self.cost[level].0 {
-            self.cost[level] = (cost, now);
+    fn spent(&mut self, level: Level, cost: u64, now: u64) {
+        if cost > self.cost[level as usize].0 {
+            self.cost[level as usize] = (cost, now);
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

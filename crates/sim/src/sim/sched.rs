@@ -121,7 +121,7 @@ impl Sim {
     /// Owes `cpu` a reschedule, sending it a reschedule IPI from `from` if that
     /// is another CPU: its handler's entry and return are taken from the
     /// operation the target runs.
-    fn resched(&mut self, cpu: usize, from: usize) {
+    pub(super) fn resched(&mut self, cpu: usize, from: usize) {
         self.scheduler.cpu_mut(cpu).owe_resched();
         if cpu != from {
             let c = self.m.costs;
@@ -248,6 +248,10 @@ impl Sim {
         let fair = self.scheduler.tun().kind.is_fair();
         if let (true, Some(p)) = (fair, prev) {
             self.scheduler.put_prev(cpu, p, now);
+        }
+        // An active balance's stopper runs first (`sim/balance.rs`).
+        if let Some(dst) = self.scheduler.cpu_mut(cpu).balancing_mut().take_push() {
+            now = self.active_push(cpu, dst, now);
         }
         let mut next = self.scheduler.pick_next(cpu, now);
         if next.is_none() && self.cfg.migration {

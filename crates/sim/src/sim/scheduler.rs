@@ -34,10 +34,10 @@
 mod delayed;
 mod pelt;
 mod thread;
-use super::balance::NewIdle;
-use crate::sched::fork::ForkDomains;
+use super::balance::{Balancing, NewIdle};
+use crate::sched::domain::Domains;
+use crate::sched::fork::{ForkDomains, NumaFork};
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RecentUsed, RunQueue, SchedKind, Tunables, NR_MIGRATE};
-use crate::sched::{LLC_IMBALANCE_PCT, SMT_IMBALANCE_PCT};
 use crate::toggle::{Features, LAST_BUDDY, SYNC_SKIP_DELAYED};
 use std::cmp::Reverse;
 pub(super) use thread::{Retry, State, Thread};
@@ -70,11 +70,16 @@ pub(super) struct Scheduler {
     nr_idle_scan: Vec<u32>,
     /// CPUs with a queued task balancing may move, all told.
     ovl_total: u32,
+    /// When the idle CPUs' next periodic balance is due
+    /// (`nohz.next_balance`, `sim/balance.rs`).
+    nohz_next: u64,
     /// Whether the policy works at scheduler ticks ([`Policy::ticks`]).
     ///
     /// [`Policy::ticks`]: tlbkit_policy::Policy::ticks
     ticks: bool,
-    /// The domains Linux's fork balancing walks (`crate::sched::fork`);
+    /// The machine's scheduling domains (`crate::sched::domain`).
+    domains: Domains,
+    /// Linux's fork balancing (`crate::sched::fork`) over those domains;
     /// `None` on FreeBSD, whose new tasks take the least loaded CPU.
     fork: Option<ForkDomains>,
     /// The run's kernel toggles: the scheduler reads `last_buddy` (CFS's
@@ -112,20 +117,10 @@ pub(super) struct CpuSched {
     buddies: cfs::Buddies,
     /// The cache (LLC) domain this CPU is in ([`Scheduler`] `llcs`).
     llc: u32,
-    /// When this busy CPU next balances its cache domain.
-    next_balance: u64,
-    /// When it next balances its socket's cache domains and the machine's
-    /// nodes (`sim/balance.rs`, `upper_balance`).
-    next_balance_up: [u64; 2],
-    /// When this CPU, overloaded, next kicks an idle one to pull from it.
-    next_kick: u64,
+    /// Its record for periodic balancing (`sim/balance.rs`).
+    balancing: Balancing,
     /// Its record for newly idle balancing (`sim/balance.rs`).
     newidle: NewIdle,
-    /// Per domain level (its cache domain, socket, machine): its balances
-    /// since the last that moved a task or found the level balanced, that
-    /// found an imbalance and moved nothing (`sd->nr_balance_failed`;
-    /// `sim/balance.rs`).
-    balance_failed: [u8; 3],
     /// Its fair queue's load tracking (`scheduler/pelt.rs`).
     pelt: crate::sched::pelt::RqAvg,
 }
@@ -227,7 +222,7 @@ impl CpuSched {
     /// queued here could take.
     #[inline]
     pub(super) fn resched_owed(&mut self) -> bool {
-        if self.need_resched && self.runq.is_empty() {
+        if self.need_resched && self.runq.is_empty() && !self.balancing.pushing() {
             self.need_resched = false;
         }
         self.need_resched
@@ -239,62 +234,22 @@ impl CpuSched {
         self.need_resched
     }
 
-    /// Returns when this busy CPU next balances its cache domain.
+    /// Returns its record for periodic balancing.
     #[inline]
-    pub(super) fn next_balance(&self) -> u64 {
-        self.next_balance
+    pub(super) fn balancing(&self) -> &Balancing {
+        &self.balancing
     }
 
-    /// Returns when this CPU, overloaded, next kicks an idle one.
+    /// Returns its record for periodic balancing, to change.
     #[inline]
-    pub(super) fn next_kick(&self) -> u64 {
-        self.next_kick
+    pub(super) fn balancing_mut(&mut self) -> &mut Balancing {
+        &mut self.balancing
     }
 
     /// Returns its record for newly idle balancing, to change.
     #[inline]
     pub(super) fn newidle_mut(&mut self) -> &mut NewIdle {
         &mut self.newidle
-    }
-
-    /// Returns its failed balances at domain level `level` since the last
-    /// that moved a task or found the level balanced.
-    #[inline]
-    pub(super) fn balance_failed(&self, level: usize) -> u8 {
-        self.balance_failed[level]
-    }
-
-    /// It kicked an idle CPU (or looked for one): the next kick waits until `at`.
-    #[inline]
-    pub(super) fn kick_next_at(&mut self, at: u64) {
-        self.next_kick = at;
-    }
-
-    /// It balanced its cache domain: the next balance is due at `at`.
-    #[inline]
-    pub(super) fn balance_next_at(&mut self, at: u64) {
-        self.next_balance = at;
-    }
-
-    /// Returns when it next balances upper level `level` (0: its socket's
-    /// cache domains, 1: the machine's nodes).
-    #[inline]
-    pub(super) fn next_balance_up(&self, level: usize) -> u64 {
-        self.next_balance_up[level]
-    }
-
-    /// It balanced upper level `level`: the next is due at `at`.
-    #[inline]
-    pub(super) fn balance_up_next_at(&mut self, level: usize, at: u64) {
-        self.next_balance_up[level] = at;
-    }
-
-    /// Its balance at domain level `level` moved a task or found the level
-    /// balanced (`moved_or_balanced`), or found an imbalance and moved nothing.
-    #[inline]
-    pub(super) fn balanced(&mut self, level: usize, moved_or_balanced: bool) {
-        let f = &mut self.balance_failed[level];
-        *f = if moved_or_balanced { 0 } else { f.saturating_add(1) };
     }
 
     /// Returns the thread running here, if any.
@@ -325,14 +280,17 @@ impl CpuSched {
 impl Scheduler {
     /// Returns a scheduler with no threads and no CPUs yet
     /// ([`Scheduler::add_cpu`]): the class's tunables `tun`, the cache
-    /// domains `llcs` (every CPU of each idle), and whether the policy ticks.
+    /// domains `llcs` (every CPU of each idle), whether the policy ticks, the
+    /// machine's `domains`, and fork balancing's NUMA rule (`None`: no fork
+    /// balancing, FreeBSD).
     pub(super) fn new(
         tun: Tunables,
         features: Features,
-        llcs: Vec<(u32, u32)>,
+        (llcs, domains): (Vec<(u32, u32)>, Domains),
         ticks: bool,
-        fork: Option<ForkDomains>,
+        numa: Option<NumaFork>,
     ) -> Self {
+        let fork = numa.map(|numa| ForkDomains::on(domains, numa, tun.kernel));
         let idle_llc: Vec<u32> = llcs.iter().map(|&(a, b)| b - a).collect();
         let nr_idle_scan = idle_llc.clone();
         Scheduler {
@@ -346,7 +304,9 @@ impl Scheduler {
             idle_llc,
             nr_idle_scan,
             ovl_total: 0,
+            nohz_next: 0,
             ticks,
+            domains,
             fork,
         }
     }
@@ -373,11 +333,8 @@ impl Scheduler {
             need_resched: false,
             buddies: cfs::Buddies::default(),
             llc: llc as u32,
-            next_balance: 0,
-            next_balance_up: [0; 2],
-            next_kick: 0,
+            balancing: Balancing::default(),
             newidle: NewIdle::new(self.tun.migration_cost),
-            balance_failed: [0; 3],
             pelt: Default::default(),
         });
         self.loads.push(0);
@@ -796,13 +753,7 @@ impl Scheduler {
     /// their core's (threads of one core), their cache domain's, or the
     /// levels' above.
     pub(super) fn imbalance_pct(&self, a: usize, b: usize) -> u64 {
-        if self.fork.as_ref().is_some_and(|d| d.smt() && d.core(a).any(|c| c == b)) {
-            SMT_IMBALANCE_PCT
-        } else if self.share_cache(a, b) {
-            LLC_IMBALANCE_PCT
-        } else {
-            self.tun.kernel.upper_imbalance_pct()
-        }
+        self.tun.kernel.imbalance_pct(self.domains.lowest_common(a, b, &self.llcs))
     }
 
     /// `wake_affine`: the waker's CPU `this` or the previous one of `tid`,
@@ -861,7 +812,8 @@ impl Scheduler {
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
         let limit = if self.tun.kernel.sis_util() { self.nr_idle_scan(llc) as usize } else { hi - lo };
         let scan = (target + 1..hi).chain(lo..target);
-        if let Some(d) = self.fork.as_ref().filter(|d| d.smt()) {
+        if self.domains.smt() {
+            let d = &self.domains;
             let idle_core = |c: usize| d.core(c).all(|x| x >= hi || x < lo || self.idle(x));
             if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
                 return if limit == 0 { target } else { c };
@@ -980,10 +932,25 @@ impl Scheduler {
         self.detach(src, at, dst, now)
     }
 
-    /// Returns the hardware threads of a core whose threads share it (1
-    /// without SMT or fork balancing's domains).
-    pub(super) fn threads_per_core(&self) -> u32 {
-        self.fork.as_ref().map_or(1, |d| d.threads() as u32)
+    /// Returns the machine's scheduling domains.
+    pub(super) fn domains(&self) -> &Domains {
+        &self.domains
+    }
+
+    /// Returns the cache domains: per domain its first CPU and one past its
+    /// last.
+    pub(super) fn llcs(&self) -> &[(u32, u32)] {
+        &self.llcs
+    }
+
+    /// Returns when the idle CPUs' next periodic balance is due.
+    pub(super) fn nohz_next(&self) -> u64 {
+        self.nohz_next
+    }
+
+    /// The idle CPUs' next periodic balance is due at `at`.
+    pub(super) fn nohz_next_at(&mut self, at: u64) {
+        self.nohz_next = at;
     }
 
     /// Takes the task at `at` off `src`'s queue for `dst`, moving its place in
@@ -1007,11 +974,5 @@ impl Scheduler {
         }
         self.threads[tid].cpu = dst;
         Some(tid)
-    }
-
-    /// Returns the CPUs of cache domain `llc`.
-    pub(super) fn llc_cpus(&self, llc: usize) -> std::ops::Range<usize> {
-        let (a, b) = self.llcs[llc];
-        a as usize..b as usize
     }
 }

@@ -10,8 +10,17 @@ fn singles(n: usize) -> Vec<Range<usize>> {
     (0..n).map(|c| c..c + 1).collect()
 }
 
-fn llc<'a>(groups: &'a [Range<usize>], local: usize, kernel: Kernel) -> Level<'a> {
-    Level { groups, local, pct: 117, llc: true, prefer_sibling: false, numa: None, threads: 1, kernel }
+fn llc<'a>(groups: &'a [Range<usize>], local: usize, kernel: Kernel) -> Domain<'a> {
+    Domain {
+        groups,
+        local,
+        level: Level::Llc,
+        prefer_sibling: false,
+        smt_groups: false,
+        numa: None,
+        threads: 1,
+        kernel,
+    }
 }
 
 #[test]
@@ -56,7 +65,7 @@ fn an_idle_cache_domain_fills_its_spare_utilisation_from_an_overloaded_one() {
     // of the first running two.
     let groups = [0..4, 4..8];
     let cpus = [run(2, 1024), run(1, 1024), run(1, 1024), run(1, 1024), run(0, 0), run(0, 0), run(0, 0), run(0, 0)];
-    let level = Level { llc: false, prefer_sibling: true, local: 1, ..llc(&groups, 1, Kernel::Linux(6, 6)) };
+    let level = Domain { level: Level::Node, prefer_sibling: true, local: 1, ..llc(&groups, 1, Kernel::Linux(6, 6)) };
     let imb = find_busiest_group(&level, &cpus, Idle::NewlyIdle).expect("an imbalance");
     assert_eq!(imb, Imbalance { group: 0, kind: Migration::Util, amount: 4096 });
     assert_eq!(find_busiest_queue(groups[0].clone(), &cpus, &imb, Kernel::Linux(6, 6)), Some(0));
@@ -71,13 +80,19 @@ fn a_numa_level_allows_a_lightly_loaded_node_its_small_lead() {
     let groups = [0..4, 4..8];
     let cpus = [run(1, 1024), run(1, 1024), run(0, 0), run(0, 0), run(0, 0), run(0, 0), run(0, 0), run(0, 0)];
     for k in [Kernel::Linux(5, 10), Kernel::Linux(6, 1)] {
-        let level =
-            Level { llc: false, prefer_sibling: true, numa: Some(4), local: 1, ..llc(&groups, 1, Kernel::Linux(6, 1)) };
-        let level = Level { kernel: k, ..level };
+        let level = Domain {
+            level: Level::Machine,
+            prefer_sibling: true,
+            numa: Some(4),
+            local: 1,
+            ..llc(&groups, 1, Kernel::Linux(6, 1))
+        };
+        let level = Domain { kernel: k, ..level };
         assert_eq!(find_busiest_group(&level, &cpus, Idle::NewlyIdle), None, "{k:?}");
     }
     // Without the NUMA allowance the idle node takes one (half of 2 - 0).
-    let level = Level { llc: false, prefer_sibling: true, local: 1, ..llc(&groups, 1, Kernel::Linux(6, 1)) };
+    let level =
+        Domain { level: Level::Machine, prefer_sibling: true, local: 1, ..llc(&groups, 1, Kernel::Linux(6, 1)) };
     let imb = find_busiest_group(&level, &cpus, Idle::NewlyIdle);
     assert_eq!(imb, Some(Imbalance { group: 0, kind: Migration::Task, amount: 1 }));
 }

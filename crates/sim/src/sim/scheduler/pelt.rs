@@ -199,14 +199,13 @@ impl Scheduler {
     /// which keeps no averages, its tasks as whole loads and a busy CPU's
     /// utilisation as full.
     pub(in crate::sim) fn cpu_loads(&self, now: u64) -> Vec<CpuLoad> {
-        self.cpu_loads_of(0..self.sched.len(), now)
+        (0..self.sched.len()).map(|c| self.cpu_load(c, now)).collect()
     }
 
-    /// Returns the figures of the CPUs of `span` ([`Scheduler::cpu_loads`]),
-    /// the first `span.start`'s: what a balance of a domain spanning them
-    /// reads.
-    pub(in crate::sim) fn cpu_loads_of(&self, span: std::ops::Range<usize>, now: u64) -> Vec<CpuLoad> {
-        span.map(|c| self.cpu_load(c, now)).collect()
+    /// Returns the figures of `cpus` ([`Scheduler::cpu_loads`]), in their
+    /// order: what a balance of a domain spanning them reads.
+    pub(in crate::sim) fn cpu_loads_at(&self, cpus: &[usize], now: u64) -> Vec<CpuLoad> {
+        cpus.iter().map(|&c| self.cpu_load(c, now)).collect()
     }
 
     /// Returns CPU `c`'s figures at `now` ([`Scheduler::cpu_loads`]).
