@@ -116,7 +116,7 @@ impl Domains {
     }
 
     /// Returns the hardware threads of `cpu`'s core, in CPU order.
-    pub fn core(&self, cpu: usize) -> impl Iterator<Item = usize> {
+    pub fn core(&self, cpu: usize) -> impl Iterator<Item = usize> + Clone {
         let (ncpus, cores) = (self.ncpus, self.per_node / self.threads);
         let (base, core) = (cpu / self.per_node * self.per_node, cpu % self.per_node % cores);
         (0..self.threads).map(move |k| base + k * cores + core).filter(move |&c| c < ncpus)

@@ -55,6 +55,31 @@ pub enum RecentUsed {
     Prev,
 }
 
+/// What limits a wake-up's scan of the target's cache domain for an idle CPU
+/// (`select_idle_cpu`, `kernel/sched/fair.c`), by kernel. The scan's cost is
+/// measured in cycles (the run-queue lines it reads) and its average kept
+/// per waking CPU (`avg_scan_cost`, an eighth of each sample), against the
+/// waking CPU's `avg_idle`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanLimit {
+    /// None: the whole domain (kernels before v4.9).
+    None,
+    /// No scan when `avg_idle / 512` is below the average scan cost
+    /// (10e2f1acd010 "sched/core: Rewrite and improve
+    /// select_idle_siblings()", v4.9 to v4.12).
+    AvgCost,
+    /// SIS_PROP (1ad3aaf3fcd2 "sched/core: Implement new approach to scale
+    /// select_idle_cpu()", v4.13 to v5.19): at most `nr - 1` CPUs, `nr` the
+    /// domain's weight times `avg_idle / 512` over the average scan cost
+    /// when that exceeds 4, else 4. As v5.10 has it; v5.12 to v5.16 changed
+    /// whose idle time and which cost it reads (not modelled).
+    Prop,
+    /// SIS_UTIL (70fb5ccf2ebb, v6.0 on): at most the domain's
+    /// `nr_idle_scan`, set from its utilisation at each periodic balance;
+    /// none at all, idle cores included, when that is 0.
+    Util,
+}
+
 /// The scheduler a simulated kernel runs: the preset's kernel's, unless
 /// `--set sched=` says otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

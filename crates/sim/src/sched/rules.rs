@@ -4,7 +4,7 @@
 //! ([`super::Tunables::kernel`]) and asks these where it decides.
 
 use super::fork::NumaFork;
-use super::{RecentUsed, SchedKind};
+use super::{RecentUsed, ScanLimit, SchedKind};
 use crate::kernel::Kernel;
 
 impl Kernel {
@@ -58,14 +58,24 @@ impl Kernel {
         self.linux_from(5, 13)
     }
 
+    /// Returns how a wake-up's scan of the cache domain for an idle CPU
+    /// (`select_idle_cpu`) is limited ([`ScanLimit`]), by kernel.
+    pub fn scan_limit(self) -> ScanLimit {
+        if self.linux_from(6, 0) {
+            ScanLimit::Util
+        } else if self.linux_from(4, 13) {
+            ScanLimit::Prop
+        } else if self.linux_from(4, 9) {
+            ScanLimit::AvgCost
+        } else {
+            ScanLimit::None
+        }
+    }
+
     /// Returns whether a wake-up's scan of the cache domain for an idle CPU
-    /// is limited by the domain's utilisation (SIS_UTIL: Linux from v6.0,
-    /// 70fb5ccf2ebb "sched/fair: Introduce SIS_UTIL to search idle CPU based
-    /// on sum of util_avg"). Before, SIS_PROP limited it by the CPU's
-    /// average idle time against the scan's measured cost, which the model
-    /// does not measure: those kernels scan the whole domain here.
+    /// is limited by the domain's utilisation (SIS_UTIL, [`ScanLimit::Util`]).
     pub fn sis_util(self) -> bool {
-        self.linux_from(6, 0)
+        self.scan_limit() == ScanLimit::Util
     }
 
     /// Returns whether `wake_affine_weight` reads a CPU's load as its fair

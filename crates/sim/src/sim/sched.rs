@@ -34,9 +34,13 @@
 //!   idle thread of the previous CPU's core (`select_idle_smt`); else the
 //!   first idle CPU; from v6.0 the scan looks at no more CPUs than SIS_UTIL's
 //!   count, which each periodic balance of the cache domain sets from the
-//!   domain's PELT utilisation (none from 85% busy: `sim/scheduler/pelt.rs`;
-//!   earlier kernels' SIS_PROP, which weighs the scan's measured cost, is not
-//!   modelled).
+//!   domain's PELT utilisation (none from 85% busy: `sim/scheduler/pelt.rs`);
+//!   before, the waking CPU's `avg_idle` against its scans' average cost
+//!   limits it ([`crate::sched::ScanLimit`]: SIS_PROP from v4.13, none or
+//!   all from v4.9). The waker pays a line transfer for each busy CPU the
+//!   scans look at (its run-queue line; an idle CPU's is taken as cached),
+//!   a floor as the newly idle balance's scan is; the scan's loop's cost is
+//!   the sample of its average.
 //!   A thread bound to a CPU (`CloneOn`) stays there; with `migration=off`
 //!   every thread wakes on its previous CPU. Pipe wake-ups are sync, as
 //!   `pipe_write`'s and `pipe_read`'s `wake_up_interruptible_sync_poll`.
@@ -148,10 +152,17 @@ impl Sim {
             let hz = self.scheduler.tun().ms * 1000;
             self.scheduler.thread_mut(w).record_wakee(tid, now, hz);
         }
-        let cpu = if self.cfg.migration && !self.scheduler.thread(tid).pinned() {
-            self.scheduler.select_task_rq(tid, prev, from, sync)
+        let (cpu, now) = if self.cfg.migration && !self.scheduler.thread(tid).pinned() {
+            let placed = self.scheduler.select_task_rq(tid, prev, from, sync);
+            // The scans' reads of busy CPUs' run-queue lines, charged to the
+            // waker; `select_idle_cpu`'s own, the sample of its average cost.
+            let line = self.m.transfer_cost(from, placed.cpu);
+            if let Some(busy) = placed.idle_scan {
+                self.scheduler.scan_took(from, u64::from(busy) * line);
+            }
+            (placed.cpu, now + u64::from(placed.busy_read) * line)
         } else {
-            prev
+            (prev, now)
         };
         self.scheduler.update_curr(cpu, now);
         self.scheduler.place(tid, prev, cpu, false);

@@ -139,11 +139,11 @@ fn wake_affine_puts_a_sync_wakee_on_the_wakers_cpu() {
     // The waker runs alone on cpu0; the wakee last ran on cpu1, which runs one
     // task; every CPU is busy.
     set_loads(&mut sim, &[1, 1, 2, 2]);
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 1, 0, true), 0, "sync: the waker is about to sleep");
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 1, 0, false), 1, "not sync: two tasks here against one there");
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 1, 0, true).cpu, 0, "sync: the waker is about to sleep");
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 1, 0, false).cpu, 1, "not sync: two tasks here against one there");
     // An idle CPU sharing the cache is taken over both.
     set_loads(&mut sim, &[1, 1, 0, 2]);
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 1, 0, true), 2);
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 1, 0, true).cpu, 2);
 }
 
 /// Returns 2 CPUs where cpu0 has two tasks queued and cpu1 none, nothing run yet.
@@ -400,14 +400,14 @@ fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
         // Its recently used CPU is its previous one: no candidate of its own.
         sim.scheduler.thread_mut(wakee).recent_used_cpu = 20;
         set_loads(&mut sim, &busy);
-        assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), expect, "smt {smt:?}");
+        assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, expect, "smt {smt:?}");
     }
     // No core wholly idle: the first idle CPU of the scan.
     let mut sim = x86("icx8336c", 64, None);
     let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     let loads: Vec<u32> = (0..64).map(|c| u32::from(c < 16 || c == 20)).collect();
     set_loads(&mut sim, &loads);
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 21);
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, 21);
 }
 
 #[test]
@@ -432,7 +432,7 @@ fn with_no_idle_core_a_wakeup_takes_an_idle_thread_of_the_previous_cpus_core_fro
         let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
         sim.scheduler.thread_mut(wakee).recent_used_cpu = 7;
         set_loads(&mut sim, &loads);
-        sim.scheduler.select_task_rq(wakee, 7, 20, false)
+        sim.scheduler.select_task_rq(wakee, 7, 20, false).cpu
     };
     assert_eq!(pick(None), 23);
     // v5.12 had no such step: the scan's first idle CPU.
@@ -450,11 +450,11 @@ fn a_wakeup_takes_the_wakees_recently_used_cpu_when_it_is_idle() {
     let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     set_loads(&mut sim, &loads);
     sim.scheduler.thread_mut(wakee).recent_used_cpu = 7;
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 7, "not the scan's first idle CPU, 21");
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, 7, "not the scan's first idle CPU, 21");
     assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 20, "its record is now its previous CPU");
     // A busy recently used CPU: the scan, and the record moves all the same (v5.15 on).
     sim.scheduler.thread_mut(wakee).recent_used_cpu = 3;
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false), 21);
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, 21);
     assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 20);
     // v5.10 (skx8170): the record moves only when taken, and an affine
     // wake-up makes the waker's CPU the waker's record.
@@ -718,7 +718,7 @@ fn from_v6_0_a_busy_cache_domain_stops_the_idle_scan() {
     };
     let (scan, cpus) = run(preset::Kernel::Linux(6, 9));
     assert_eq!(scan, 0, "a domain over 85% busy is not scanned");
-    // Before v6.0 (SIS_PROP, not modelled) the count stays the whole domain.
+    // Before v6.0 (SIS_PROP, which reads no utilisation) the count stays the whole domain.
     assert_eq!(run(preset::Kernel::Linux(5, 15)), (cpus, cpus));
 }
 
@@ -802,4 +802,41 @@ fn a_busy_balance_of_the_socket_takes_tasks_until_the_imbalance_is_met() {
     sim.tick_balance(0, 10_000_000_000);
     let loads: Vec<u32> = (0..16).map(|c| sim.scheduler.load_of(c)).collect();
     assert_eq!(loads, [3, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3]);
+}
+
+#[test]
+fn before_sis_util_the_idle_scan_is_limited_by_the_wakers_idle_time_against_its_scan_cost() {
+    use tlbkit_policy::asid::LinuxX86;
+    // milan's first cache domain (8 CPUs) under an older kernel: CPUs 0 to
+    // 6 run a task each, CPU 7 is idle. A wake-up on CPU 1 of a task last on
+    // CPU 1 targets it (busy) and scans from CPU 2: CPU 7 is the sixth
+    // looked at.
+    let setup = |kernel: preset::Kernel, costly: bool| {
+        let mut p = preset::named("milan");
+        p.kernel = kernel;
+        let mut sim = Sim::new(SimConfig { max_mms: 16, ..SimConfig::quiet(p, 8, 1) }, LinuxX86::new(8, 16, true));
+        let mm = sim.new_mm().unwrap();
+        for cpu in 0..7 {
+            let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
+            sim.enqueue_new(t, cpu, 0, cpu);
+        }
+        let wakee = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), 1, false);
+        if costly {
+            // Scans that cost far more than the waker's idle time over 512.
+            for _ in 0..50 {
+                sim.scheduler.scan_took(1, 1_000_000);
+            }
+        }
+        let placed = sim.scheduler.select_task_rq(wakee, 1, 1, false);
+        (placed.cpu, placed.busy_read, placed.idle_scan)
+    };
+    use preset::Kernel;
+    // Cheap scans: the whole domain, CPU 7 found after five busy ones.
+    assert_eq!(setup(Kernel::Linux(5, 10), false), (7, 5, Some(5)));
+    // SIS_PROP (v4.13 to v5.19): `nr` 4, three CPUs looked at, none idle.
+    assert_eq!(setup(Kernel::Linux(5, 10), true), (1, 3, Some(3)));
+    // v4.9 to v4.12: no scan at all.
+    assert_eq!(setup(Kernel::Linux(4, 10), true), (1, 0, None));
+    // SIS_UTIL (v6.0 on) reads the domain's utilisation, not the cost.
+    assert_eq!(setup(Kernel::Linux(6, 15), true).0, 7);
 }

@@ -37,6 +37,7 @@ mod thread;
 use super::balance::{Balancing, NewIdle};
 use crate::sched::domain::Domains;
 use crate::sched::fork::{ForkDomains, NumaFork};
+use crate::sched::ScanLimit;
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RecentUsed, RunQueue, SchedKind, Tunables, NR_MIGRATE};
 use crate::toggle::{Features, LAST_BUDDY, SYNC_SKIP_DELAYED};
 use std::cmp::Reverse;
@@ -121,6 +122,9 @@ pub(super) struct CpuSched {
     balancing: Balancing,
     /// Its record for newly idle balancing (`sim/balance.rs`).
     newidle: NewIdle,
+    /// The average cost of its wake-ups' scans for an idle CPU, in cycles
+    /// (`avg_scan_cost` of its cache domain, before SIS_UTIL).
+    avg_scan_cost: u64,
     /// Its fair queue's load tracking (`scheduler/pelt.rs`).
     pelt: crate::sched::pelt::RqAvg,
 }
@@ -335,6 +339,7 @@ impl Scheduler {
             llc: llc as u32,
             balancing: Balancing::default(),
             newidle: NewIdle::new(self.tun.migration_cost),
+            avg_scan_cost: 0,
             pelt: Default::default(),
         });
         self.loads.push(0);
@@ -725,14 +730,14 @@ impl Scheduler {
 
     /// `select_task_rq_fair` for a wake-up of `tid`, last on `prev`, by the
     /// thread running on `this`.
-    pub(super) fn select_task_rq(&mut self, tid: usize, prev: usize, this: usize, sync: bool) -> usize {
+    pub(super) fn select_task_rq(&mut self, tid: usize, prev: usize, this: usize, sync: bool) -> Placement {
         let llc = &self.llcs[self.sched[this].llc as usize];
         let llc_size = (llc.1 - llc.0) as usize;
         let wide = self.sched[this]
             .cur
             .is_some_and(|w| wake_wide(self.threads[w].se.wakee_flips, self.threads[tid].se.wakee_flips, llc_size));
         let target = if !wide && this != prev { self.wake_affine(this, prev, tid, sync) } else { prev };
-        let cpu = self.select_idle_sibling(tid, prev, target);
+        let placed = self.select_idle_sibling(tid, prev, target, this);
         if self.tun.kernel.recent_used() == RecentUsed::Waker && !wide && !self.threads[tid].pinned {
             // v4.17 to v5.14: `current->recent_used_cpu = cpu` (want_affine:
             // not a wide wake-up, and the wakee allowed on the waker's CPU).
@@ -740,7 +745,7 @@ impl Scheduler {
                 self.threads[w].recent_used_cpu = this;
             }
         }
-        cpu
+        placed
     }
 
     /// Returns whether CPUs `a` and `b` share a cache (LLC) domain.
@@ -782,12 +787,12 @@ impl Scheduler {
     /// comes first (`select_idle_core`, while the cache domain has one:
     /// `test_idle_cores`, here exact where the kernel keeps a hint that a
     /// failed scan clears).
-    fn select_idle_sibling(&mut self, tid: usize, prev: usize, target: usize) -> usize {
+    fn select_idle_sibling(&mut self, tid: usize, prev: usize, target: usize, this: usize) -> Placement {
         if self.idle(target) {
-            return target;
+            return Placement::at(target);
         }
         if prev != target && self.share_cache(prev, target) && self.idle(prev) {
-            return prev;
+            return Placement::at(prev);
         }
         // A recently used CPU, idle and sharing the target's cache (v4.17 on).
         if self.tun.kernel.recent_used() != RecentUsed::Never {
@@ -799,35 +804,82 @@ impl Scheduler {
             let allowed = !t.pinned;
             if recent != prev && recent != target && self.share_cache(recent, target) && self.idle(recent) && allowed {
                 self.threads[tid].recent_used_cpu = prev;
-                return recent;
+                return Placement::at(recent);
             }
         }
         let llc = self.sched[target].llc as usize;
         if self.idle_llc[llc] == 0 {
-            return target;
+            return Placement::at(target);
         }
-        // `select_idle_cpu`: from the CPU after the target round to it, at
-        // most SIS_UTIL's count of CPUs (none: no scan at all), unless a
-        // wholly idle core is sought.
         let (lo, hi) = (self.llcs[llc].0 as usize, self.llcs[llc].1 as usize);
-        let limit = if self.tun.kernel.sis_util() { self.nr_idle_scan(llc) as usize } else { hi - lo };
+        // The CPU after the target round to it.
         let scan = (target + 1..hi).chain(lo..target);
+        let mut placed = Placement::at(target);
+        let limit = match self.tun.kernel.scan_limit() {
+            ScanLimit::Util => self.nr_idle_scan(llc) as usize,
+            ScanLimit::None => hi - lo,
+            limit => self.scan_prop(this, hi - lo, limit == ScanLimit::Prop),
+        };
+        if self.tun.kernel.sis_util() && limit == 0 {
+            return placed;
+        }
         if self.domains.smt() {
+            // `select_idle_core`, not limited: each core once, reached at its
+            // first thread in the scan's order, its threads read (each busy
+            // one a line) until one is busy.
             let d = &self.domains;
-            let idle_core = |c: usize| d.core(c).all(|x| x >= hi || x < lo || self.idle(x));
-            if let Some(c) = scan.clone().find(|&c| self.idle(c) && idle_core(c)) {
-                return if limit == 0 { target } else { c };
+            let pos = |c: usize| if c > target { c - target } else { c + (hi - lo) - target };
+            for c in scan.clone() {
+                let mut threads = d.core(c).filter(|&x| (lo..hi).contains(&x));
+                if threads.clone().any(|x| x != c && pos(x) < pos(c)) {
+                    continue;
+                }
+                match threads.find(|&x| !self.idle(x)) {
+                    Some(_) => placed.busy_read += 1,
+                    None => return Placement { cpu: c, ..placed },
+                }
             }
             // No core wholly idle: from v5.13 an idle thread of the previous
             // CPU's core, where it shares the target's cache (`select_idle_smt`).
             if self.tun.kernel.idle_smt_prev() && self.share_cache(prev, target) {
                 let in_llc = |c: usize| (lo..hi).contains(&c);
                 if let Some(c) = d.core(prev).find(|&c| c != prev && in_llc(c) && self.idle(c)) {
-                    return c;
+                    return Placement { cpu: c, ..placed };
                 }
             }
         }
-        scan.take(limit).find(|&c| self.idle(c)).unwrap_or(target)
+        // `select_idle_cpu`'s loop: each busy CPU it passes a line read.
+        let mut busy = 0;
+        let found = scan.take(limit).find(|&c| {
+            let idle = self.idle(c);
+            busy += u32::from(!idle);
+            idle
+        });
+        placed.busy_read += busy;
+        placed.idle_scan = (limit > 0).then_some(busy);
+        Placement { cpu: found.unwrap_or(target), ..placed }
+    }
+
+    /// `select_idle_cpu`'s limit before SIS_UTIL, for a wake-up from `this`
+    /// of a domain of `span` CPUs: SIS_PROP's (`prop`), else none or all by
+    /// `avg_idle / 512` against the average scan cost (v4.9 to v4.12).
+    fn scan_prop(&self, this: usize, span: usize, prop: bool) -> usize {
+        let avg_idle = self.sched[this].newidle.avg_idle() / 512;
+        let avg_cost = self.sched[this].avg_scan_cost + 1;
+        if !prop {
+            return if avg_idle < avg_cost { 0 } else { span };
+        }
+        let span_avg = span as u64 * avg_idle;
+        let nr = if span_avg > 4 * avg_cost { span_avg / avg_cost } else { 4 };
+        // `if (!--nr) return -1` before each CPU: at most `nr - 1` looked at.
+        (nr.saturating_sub(1)).min(span as u64) as usize
+    }
+
+    /// A wake-up from `this` scanned for an idle CPU in `cycles`
+    /// (`update_avg(&this_sd->avg_scan_cost, time)`).
+    pub(super) fn scan_took(&mut self, this: usize, cycles: u64) {
+        let avg = &mut self.sched[this].avg_scan_cost;
+        *avg = (*avg as i64 + (cycles as i64 - *avg as i64) / 8).max(0) as u64;
     }
 
     /// Puts the running thread `tid` of `cpu` back on its queue at `now`,
@@ -974,5 +1026,25 @@ impl Scheduler {
         }
         self.threads[tid].cpu = dst;
         Some(tid)
+    }
+}
+
+/// Where a wake-up's `select_idle_sibling` put the task, and what its scans
+/// for an idle CPU read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Placement {
+    /// The CPU.
+    pub(super) cpu: usize,
+    /// The busy CPUs whose run-queue lines the scans read.
+    pub(super) busy_read: u32,
+    /// Of those, `select_idle_cpu`'s loop's, when it ran (its cost is the
+    /// sample of `avg_scan_cost`).
+    pub(super) idle_scan: Option<u32>,
+}
+
+impl Placement {
+    /// The task goes to `cpu`, no scan made.
+    fn at(cpu: usize) -> Self {
+        Placement { cpu, busy_read: 0, idle_scan: None }
     }
 }
