@@ -160,6 +160,16 @@ impl Kernel {
         self.linux_from(5, 10)
     }
 
+    /// Returns whether `detach_tasks` weighs a task's utilisation against the
+    /// imbalance halved once for each failed balance of the domain, as it
+    /// weighs load (`shr_bound(util, nr_balance_failed)`): Linux from v6.8
+    /// (3af7524b1419 "sched/fair: Use all little CPUs for CPU-bound
+    /// workloads"; stable series took it later, which the model, reading
+    /// mainline versions, does not follow); before, whole.
+    pub fn util_shr_failed(self) -> bool {
+        self.linux_from(6, 8)
+    }
+
     /// Returns whether a scheduling group's type reads its runnable average
     /// besides its utilisation (a group whose tasks wait past its capacity
     /// is overloaded): Linux from v5.7 (070f5e860ee2 "sched/fair: Take into

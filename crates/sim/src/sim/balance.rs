@@ -51,8 +51,8 @@
 //!   at; each that may move is taken while the imbalance lasts: by load (a
 //!   task whose load, halved by each failed balance of the level from v5.10
 //!   and halved once before, exceeds what is left stays), by utilisation (one
-//!   whose utilisation exceeds it stays; 6.12.63 halves it per failure as it
-//!   does load, which is not modelled), or one task for one; never the
+//!   whose utilisation, from v6.8 halved by each failed balance as load is
+//!   (3af7524b1419), exceeds it stays), or one task for one; never the
 //!   source's last task for an idle CPU.
 //! - `can_migrate_task`: never a task bound to its CPU, nor the running one,
 //!   nor one whose dequeue is delayed (EEVDF, `sim/scheduler/delayed.rs`)
@@ -103,14 +103,17 @@ use std::ops::Range;
 /// A CPU's domain at one level as a balance reads it: its CPUs in group
 /// order, and its groups as ranges of them, the balancing CPU's first.
 struct Span {
+    /// The domain's CPUs, group by group.
     cpus: Vec<usize>,
+    /// Its groups, as ranges of `cpus`.
     groups: Vec<Range<usize>>,
 }
 
 /// What a [`Sim::load_balance`] did.
 struct Outcome {
-    /// The tasks it took, not yet queued anywhere, and where from.
+    /// The tasks it took, not yet queued anywhere.
     moved: Vec<usize>,
+    /// The CPU it took them from (the balancing CPU when none).
     src: usize,
     /// Whether the walk up the domains goes on (`continue_balancing`).
     go_on: bool,
@@ -350,7 +353,9 @@ impl Sim {
                 }
                 Migration::Util => {
                     let u = self.scheduler.task_util(tid);
-                    if i128::from(u) > left {
+                    // Halved once per failed balance from v6.8.
+                    let weighed = if kernel.util_shr_failed() { u >> u32::from(failed).min(63) } else { u };
+                    if i128::from(weighed) > left {
                         continue;
                     }
                     left -= i128::from(u);

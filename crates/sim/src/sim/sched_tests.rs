@@ -774,6 +774,7 @@ fn the_domains_parameters_follow_the_kernels_version() {
     assert_eq!((v5_9.upper_imbalance_pct(), v5_10.upper_imbalance_pct()), (125, 117));
     assert_eq!((v5_9.busy_factor(), v5_10.busy_factor()), (32, 16));
     assert!(!v5_9.load_shr_failed() && v5_10.load_shr_failed());
+    assert!(!Kernel::Linux(6, 7).util_shr_failed() && Kernel::Linux(6, 8).util_shr_failed());
     assert!(!Kernel::Linux(4, 15).affine_prev_idle() && Kernel::Linux(4, 16).affine_prev_idle());
     // The lowest domain holding two CPUs gives wake_affine_weight its
     // bias: icx8336c (v6.1, SMT: CPU c and c + 16 of a node are one core).
