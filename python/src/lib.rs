@@ -358,6 +358,90 @@ impl CheckParty {
     }
 }
 
+/// A node of a sharded check (`tlbkit_check::run::shards::Shard`): its part
+/// of the visited set and its workers, which run from its start on threads
+/// of their own; what a Ray actor holds. Its messages to the other nodes
+/// leave it, and theirs reach it, through [`CheckShard::pump`].
+#[pyclass(frozen)]
+struct CheckShard(Arc<tlbkit_check::run::shards::Shard>);
+
+#[pymethods]
+impl CheckShard {
+    /// Starts node `me` of `nodes` of the check `token` names, with `jobs`
+    /// workers.
+    #[new]
+    fn new(token: &str, me: usize, nodes: usize, jobs: usize) -> PyResult<Self> {
+        use tlbkit_check::run::{rounds, shards};
+        let spec = rounds::spec_of(token).map_err(check_error)?;
+        Ok(CheckShard(Arc::new(shards::Shard::start(spec, me, nodes, jobs).map_err(check_error)?)))
+    }
+
+    /// Hands in `inbox` (the other nodes' messages for this one), gives at
+    /// most `give` queued subtrees to node `to`, and says whether another
+    /// node's workers wait (`wanted`); returns `(messages out, as (node,
+    /// bytes), work open, subtrees queued, workers waiting, stopped,
+    /// executions, states owned)`.
+    #[allow(clippy::type_complexity)]
+    fn pump<'py>(
+        &self,
+        py: Python<'py>,
+        inbox: Vec<Vec<u8>>,
+        give: usize,
+        to: usize,
+        wanted: bool,
+    ) -> PyResult<(Vec<(usize, Bound<'py, pyo3::types::PyBytes>)>, u64, usize, usize, bool, u64, u64)> {
+        let shard = self.0.clone();
+        let p = py
+            .detach(move || {
+                let inbox: Vec<&[u8]> = inbox.iter().map(Vec::as_slice).collect();
+                shard.pump(&inbox, give, to, wanted)
+            })
+            .map_err(check_error)?;
+        let out = p.out.iter().map(|(n, m)| (*n, pyo3::types::PyBytes::new(py, m))).collect();
+        Ok((out, p.open, p.queued, p.hungry, p.stopped, p.executions, p.states))
+    }
+
+    /// Ends the search here: every node's work is done.
+    fn finish(&self) {
+        self.0.finish();
+    }
+
+    /// Stops the search here: another node found a violation.
+    fn stop(&self) {
+        self.0.stop();
+    }
+
+    /// Waits for the node's workers (once finished or stopped) and returns
+    /// its totals, as bytes `check_shards_report` reads.
+    fn totals<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let shard = self.0.clone();
+        let t = interruptible(py, move || shard.join())?.map_err(check_error)?;
+        Ok(pyo3::types::PyBytes::new(py, &tlbkit_check::run::shards::Totals::save(&[t])))
+    }
+}
+
+/// The report of a sharded check from its nodes' totals (each
+/// `CheckShard.totals()`); with the
+/// bytes of the totals together, which `tlbkit check --ray` reads: `(report
+/// as JSON, totals)`.
+#[pyfunction]
+fn check_shards_report<'py>(
+    py: Python<'py>,
+    token: &str,
+    totals: Vec<Vec<u8>>,
+) -> PyResult<(String, Bound<'py, pyo3::types::PyBytes>)> {
+    use tlbkit_check::run::{rounds, shards};
+    let spec = rounds::spec_of(token).map_err(check_error)?;
+    let mut all = Vec::new();
+    for t in &totals {
+        all.extend(shards::Totals::load(t).map_err(check_error)?);
+    }
+    let saved = shards::Totals::save(&all);
+    let r = interruptible(py, move || shards::report(&spec, &all))?.map_err(check_error)?;
+    let json = serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok((json, pyo3::types::PyBytes::new(py, &saved)))
+}
+
 /// The keywords of `check` that name the check (not how it runs:
 /// `iterations`, `jobs`, `all_violations`, `base`), as the package passes them:
 /// a dict.
@@ -549,5 +633,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SweepSession>()?;
     m.add_class::<CheckRounds>()?;
     m.add_class::<CheckParty>()?;
+    m.add_class::<CheckShard>()?;
+    m.add_function(wrap_pyfunction!(check_shards_report, m)?)?;
     Ok(())
 }

@@ -185,6 +185,34 @@ def test_a_check_on_ray_finds_the_violation_and_its_counterexample(cluster):
     assert json.loads(run.stdout)["counterexample"]["property"] == local.counterexample.property
 
 
+def test_a_sharded_check_on_ray_reaches_one_machines_states_and_finds_the_violation(cluster, on_one_machine):
+    """The visited set sharded among the two nodes' actors, their claims and
+    answers carried by the driver: the states and verdict of one machine
+    (arm64-noasid, whose visited set does not depend on the search's
+    order), and a violation found by a node's worker, whose token replays it,
+    through the package and through the binary's --ray-search sharded."""
+    address, env = cluster
+    local = on_one_machine["arm64-noasid"]
+    sharded = tlbkit.check("arm64-noasid", executor="ray", address=address, ray_search="sharded", **STANDARD)
+    assert sharded.verdict == local.verdict == "no violation"
+    assert sharded.report["states"] == local.report["states"]
+    assert sharded.report["complete"] and sharded.report["workers"] == 2, sharded.report
+    zoo = "zoo/linux-arm64-a8ffaaa060b8"
+    one = tlbkit.check(zoo, mode="exhaustive", jobs=1)
+    found = tlbkit.check(zoo, mode="exhaustive", executor="ray", address=address, ray_search="sharded")
+    assert found.verdict == "violation"
+    assert found.counterexample.property == one.counterexample.property
+    assert tlbkit.replay(found.counterexample.token).counterexample.property == one.counterexample.property
+    tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
+    run = subprocess.run([tlbkit_bin, "check", "--policy", zoo, "--mode", "exhaustive", "--format", "json",
+                          "--ray", address, "--ray-search", "sharded"], capture_output=True, text=True, timeout=600,
+                         env={**env, "TLBKIT_PYTHON": sys.executable})
+    assert run.returncode == 3, run.stderr
+    import json
+
+    assert json.loads(run.stdout)["counterexample"]["property"] == one.counterexample.property
+
+
 def party_pids(running):
     """The processes of the rounds' actors (Ray names them by class, and by
     method while one runs)."""

@@ -256,6 +256,7 @@ def check(
     jobs: Optional[int] = None,
     executor: Optional[str] = None,
     address: Optional[str] = None,
+    ray_search: str = "rounds",
     all_violations: bool = False,
     base: Optional[str] = None,
 ) -> CheckResult:
@@ -264,13 +265,21 @@ def check(
 
     ``executor``: None (this machine, ``jobs`` worker threads) or ``"ray"``:
     an exhaustive search of one shape (``mode="exhaustive"`` or
-    ``deep=True``) in rounds among Ray actors, one per CPU of the cluster at
-    ``address`` (None: ``RAY_ADDRESS``, else a new local cluster). Each actor
-    keeps its own copy of the visited set between rounds; each round it
-    explores a part of the frontier and hands back only the states it added,
-    which the others take in with their next parts. The verdict and the
-    states are those of the search on one machine; an actor lost with its
-    process loses only its round, which is run again.
+    ``deep=True``) among Ray actors, one per node of the cluster at
+    ``address`` (None: ``RAY_ADDRESS``, else a new local cluster), each with a
+    worker thread per CPU of its node. ``ray_search="rounds"`` (the default):
+    each actor keeps its own copy of the visited set between rounds; each
+    round it explores a part of the frontier and hands back only the states
+    it added, which the others take in with their next parts; an actor lost
+    with its process loses only its round, which is run again.
+    ``ray_search="sharded"``: each state is owned by one actor, which alone
+    holds it; a worker that reaches another's state claims it from its owner
+    and explores it only if the owner admits it, so nothing is explored twice
+    for want of knowledge and memory per node is the total over the nodes; a
+    node lost loses the search. Either way the verdict is the search's on one
+    machine, and so are the states where the policy's visited set does not
+    depend on the order of the search (the guide's "Searches that outgrow one
+    run" names a policy where it does).
 
     ``all_violations``: go on past every violation (``tlbkit check
     --all-violations``, on one thread); ``report["violations"]`` lists each
@@ -308,7 +317,7 @@ def check(
         token = _native.check_spec_token(what)
         from tlbkit import _ray
 
-        return _check_result(_ray.check(token, address=address))
+        return _check_result(_ray.check(token, address=address, search=ray_search))
     return _check_result(_native.check_json(what, iterations, jobs, all_violations, base))
 
 

@@ -3,11 +3,13 @@ the CLI's sweep, with ``--ray`` to run it as Ray tasks on a cluster (the
 ``tlbkit`` binary has no Ray client; this is its sweep from Python). Exit codes
 as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations.
 
-``python -m tlbkit check-rounds TOKEN --state-out FILE [--ray ADDRESS]``: the
-rounds of a distributed exhaustive check, for ``tlbkit check --ray`` (which
-makes the report from the state written to FILE); exit 3 when an actor found
-a violation, whose token is then written beside FILE, with the suffix
-``.found`` (the binary shrinks it to its counterexample)."""
+``python -m tlbkit check-ray TOKEN --state-out FILE [--ray ADDRESS] [--search
+sharded|rounds]``: the driver of a distributed exhaustive check, for ``tlbkit
+check --ray`` (which makes the report from what is written to FILE: the nodes'
+totals of a sharded check, a violation's token among them, or the rounds'
+state); exit 3 when a node found a violation (with rounds, its token is
+written beside FILE, with the suffix ``.found``; the binary shrinks it to its
+counterexample either way)."""
 
 import argparse
 import sys
@@ -25,16 +27,18 @@ def main(argv=None) -> int:
     s.add_argument("--ray", metavar="ADDRESS", nargs="?", const="", default=None,
                    help="run the points as Ray tasks on the cluster at ADDRESS (without one: RAY_ADDRESS, "
                         "else a local cluster)")
-    c = sub.add_parser("check-rounds", help="the rounds of a distributed check (tlbkit check --ray runs it)")
+    c = sub.add_parser("check-ray", help="the driver of a distributed check (tlbkit check --ray runs it)")
     c.add_argument("token", help="the check, as tlbkit check --ray names it")
     c.add_argument("--state-out", required=True, help="where to write the final state")
     c.add_argument("--ray", metavar="ADDRESS", default=None, help="the cluster (default: RAY_ADDRESS, else a local one)")
+    c.add_argument("--search", choices=["rounds", "sharded"], default="rounds",
+                   help="the visited set copied to each node, in rounds (default), or sharded among them")
     a = p.parse_args(argv)
-    if a.cmd == "check-rounds":
+    if a.cmd == "check-ray":
         from tlbkit import _ray
 
         try:
-            r = _ray.check(a.token, address=a.ray or None, state_out=a.state_out)
+            r = _ray.check(a.token, address=a.ray or None, state_out=a.state_out, search=a.search)
         except ValueError as e:
             print(f"tlbkit: error: {e}", file=sys.stderr)
             return 2

@@ -8,8 +8,12 @@ killing the driver loses only the runs in flight and a second sweep runs only
 what the file lacks. Once complete, the file is put in grid order: the same
 bytes as a sweep on host threads.
 
-Exhaustive checks: the search in rounds among Ray actors that each keep a
-copy of the visited set (``check`` below).
+Exhaustive checks (``check`` below): the search in rounds among actors that
+each keep a whole copy of the visited set (``check_rounds``, the default), or,
+with ``search="sharded"``, the visited set sharded among Ray actors, one per
+node, each owning part of it and running its own workers, this driver
+carrying their messages (claims of states another node owns, its answers,
+subtrees given to a node whose workers wait) and seeing the end.
 """
 
 from __future__ import annotations
@@ -101,8 +105,130 @@ def _nodes(ray) -> dict:
     return nodes
 
 
-def check(token: str, address: Optional[str] = None, budget: Optional[int] = None,
-          state_out: Optional[str] = None, round_s: float = 1.0) -> str:
+class _Shard:
+    """A Ray actor of a sharded check, one per node: that node's part of the
+    visited set and its worker threads, one per CPU of the node
+    (``tlbkit_check::run::shards::Shard``), which run from its start."""
+
+    def __init__(self, token: str, me: int, nodes: int, jobs: int):
+        from tlbkit import _native
+
+        self.shard = _native.CheckShard(token, me, nodes, jobs)
+
+    def pump(self, inbox, give: int, to: int, wanted: bool):
+        return self.shard.pump(inbox, give, to, wanted)
+
+    def finish(self):
+        self.shard.finish()
+
+    def stop(self):
+        self.shard.stop()
+
+    def totals(self) -> bytes:
+        return self.shard.totals()
+
+
+def _get(ray, refs):
+    """``ray.get`` with a timeout, so that Ctrl-C reaches the driver while it waits."""
+    while True:
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0.5)
+        if len(ready) == len(refs):
+            return ray.get(refs)
+
+
+def check(token: str, address: Optional[str] = None, state_out: Optional[str] = None,
+          search: str = "rounds", pause_s: float = 0.0005) -> str:
+    """Runs the exhaustive check ``token`` names on the Ray cluster at
+    ``address``: with ``search="rounds"`` (the default), ``check_rounds``;
+    with ``"sharded"``, one actor per node of the cluster, with a worker
+    thread per CPU of its node, each owning the states whose fingerprints
+    fall in its part. Returns the report (JSON).
+
+    A sharded round here pumps every actor once: it hands each the messages
+    the others had for it and takes what it has for them; a node whose workers
+    wait with nothing queued is given half of the fullest queue, and while
+    any waits every node's workers keep part of their subtrees in their queue.
+    The search is over when in one round every node has no work open, none
+    sent anything and none was handed anything (work appears at a node only
+    through a pump); it stops at the first violation a node's worker finds,
+    whose execution the report runs again and shrinks (never searched for
+    again). ``pause_s``: the pause between rounds that carried nothing.
+
+    A node lost is the search lost (its part of the visited set is not saved
+    anywhere else): the driver raises, and the check must be run again.
+    ``state_out``: where to write the nodes' totals, from which the ``tlbkit``
+    binary makes the report itself."""
+    if search == "rounds":
+        return check_rounds(token, address=address, state_out=state_out)
+    if search != "sharded":
+        raise ValueError(f"search {search!r}: give 'sharded' or 'rounds'")
+    try:
+        import ray
+        from ray.exceptions import RayActorError
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError:
+        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
+    import time
+
+    from tlbkit import _native
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    Shard = ray.remote(max_restarts=0, max_task_retries=0)(_Shard)
+    actors = []
+    try:
+        nodes = _nodes(ray)
+        if not nodes:
+            raise ValueError("the Ray cluster has no node with a CPU")
+        k = len(nodes)
+        for me, (node, cpus) in enumerate(sorted(nodes.items())):
+            on_node = NodeAffinitySchedulingStrategy(node, soft=False)
+            actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(token, me, k, cpus))
+        inbox = [[] for _ in range(k)]
+        give, wanted = [(0, 0)] * k, False
+        try:
+            while True:
+                carried_in = any(inbox)
+                refs = [a.pump.remote(inbox[i], give[i][0], give[i][1], wanted) for i, a in enumerate(actors)]
+                inbox = [[] for _ in range(k)]
+                pumped = _get(ray, refs)
+                sent = False
+                for out, *_ in pumped:
+                    for to, m in out:
+                        inbox[to].append(m)
+                        sent = True
+                if any(p[4] for p in pumped):
+                    _get(ray, [a.stop.remote() for a in actors])
+                    break
+                if not carried_in and not sent and all(p[1] == 0 for p in pumped):
+                    _get(ray, [a.finish.remote() for a in actors])
+                    break
+                hungry = [i for i, p in enumerate(pumped) if p[3] > 0 and p[2] == 0]
+                donors = [d for d in sorted(range(k), key=lambda i: -pumped[i][2]) if pumped[d][2] > 0]
+                give, wanted = [(0, 0)] * k, bool(hungry)
+                for h, d in zip(hungry, donors):
+                    give[d] = (pumped[d][2], h)
+                if not carried_in and not sent:
+                    time.sleep(pause_s)
+            totals = _get(ray, [a.totals.remote() for a in actors])
+        except RayActorError:
+            raise RuntimeError("a node of the sharded check was lost, and its part of the visited set with it: "
+                               "run the check again") from None
+        report, saved = _native.check_shards_report(token, totals)
+        if state_out is not None:
+            with open(state_out, "wb") as f:
+                f.write(saved)
+        return report
+    finally:
+        for a in actors:
+            ray.kill(a)
+        if started_here:
+            ray.shutdown()
+
+
+def check_rounds(token: str, address: Optional[str] = None, budget: Optional[int] = None,
+                 state_out: Optional[str] = None, round_s: float = 1.0) -> str:
     """Runs the exhaustive check ``token`` names in rounds among Ray actors
     (``tlbkit_check::run::rounds``), one per node of the cluster with a
     worker thread per CPU of its node, so that the threads of a node share

@@ -105,13 +105,8 @@ pub struct CheckArgs {
     script: Option<std::path::PathBuf>,
     #[command(flatten)]
     save: SaveArgs,
-    /// Exhaustive mode: run the search in rounds among Ray actors on the cluster
-    /// at ADDRESS (empty: RAY_ADDRESS, else a new local cluster), through
-    /// tlbkit's Python package (`pip install './python[ray]'`; $TLBKIT_PYTHON
-    /// names the interpreter, default python3). The verdict and the states are
-    /// those of the search on one machine.
-    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["checkpoint", "resume", "max_memory"])]
-    ray: Option<String>,
+    #[command(flatten)]
+    ray: RayArgs,
     /// Go on past every violation instead of stopping at the first, and list
     /// each class of them (the property, and what was wrong with its numbers
     /// left out: one class for the same hazard at any address, ASID or CPU;
@@ -248,7 +243,7 @@ enum MemoryArg {
 /// checker's library decides what runs ([`Options::plan`]) and runs it
 /// ([`Options::run_plan`]); this shows its progress and words its ending.
 pub fn check(a: CheckArgs) -> Result<u8, CliError> {
-    if a.ray.is_some() {
+    if a.ray.ray.is_some() {
         return check_on_ray(a);
     }
     let (format, verbose) = (a.format, a.verbose);
@@ -398,19 +393,53 @@ impl Live {
     }
 }
 
-/// `tlbkit check --ray ADDRESS`: an exhaustive search of one shape in rounds
-/// among Ray actors (`tlbkit_check::run::rounds`), driven by the Python package's
-/// `python -m tlbkit check-rounds`; the report is made here from the final state.
+/// Where and how `--ray` runs the search.
+#[derive(clap::Args)]
+struct RayArgs {
+    /// Exhaustive mode: run the search among Ray actors on the cluster at
+    /// ADDRESS (empty: RAY_ADDRESS, else a new local cluster), one per node
+    /// with a worker per CPU (see --ray-search), through tlbkit's Python package (`pip install
+    /// './python[ray]'`; $TLBKIT_PYTHON names the interpreter, default
+    /// python3). The verdict and the states are those of the search on one
+    /// machine.
+    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["checkpoint", "resume", "max_memory"])]
+    ray: Option<String>,
+    /// With --ray: `rounds`, every node keeps a whole copy of the visited set
+    /// and the driver merges what each adds, round by round; `sharded`, each
+    /// state owned by one node, which alone holds it, the driver carrying
+    /// claims and answers between them.
+    #[arg(long, value_enum, default_value_t = RaySearch::Rounds, requires = "ray")]
+    ray_search: RaySearch,
+}
+
+/// How `--ray` shares the visited set among the nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RaySearch {
+    /// A copy at every node, merged in rounds (`tlbkit_check::run::rounds`).
+    Rounds,
+    /// Each state owned by one node (`tlbkit_check::run::shards`).
+    Sharded,
+}
+
+/// `tlbkit check --ray ADDRESS`: an exhaustive search of one shape among Ray
+/// actors, its visited set sharded among them (`tlbkit_check::run::shards`)
+/// or copied to each in rounds (`tlbkit_check::run::rounds`), driven by the
+/// Python package's `python -m tlbkit check-ray`; the report is made here
+/// from what the driver wrote.
 fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
-    use tlbkit_check::run::rounds;
-    let (format, verbose, address) = (a.format, a.verbose, a.ray.clone().unwrap_or_default());
+    use tlbkit_check::run::{rounds, shards};
+    let search = match a.ray.ray_search {
+        RaySearch::Sharded => "sharded",
+        RaySearch::Rounds => "rounds",
+    };
+    let (format, verbose, address) = (a.format, a.verbose, a.ray.ray.clone().unwrap_or_default());
     let (spec, _) = options(a)?.exhaustive_shape(tlbkit_registry::param::Param::Ray)?;
     rounds::validate(&spec)?;
     let token = rounds::spec_token(&spec);
-    let state = std::env::temp_dir().join(format!("tlbkit-rounds-{}.state", std::process::id()));
+    let state = std::env::temp_dir().join(format!("tlbkit-ray-{}.state", std::process::id()));
     let python = std::env::var("TLBKIT_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut cmd = std::process::Command::new(&python);
-    cmd.args(["-m", "tlbkit", "check-rounds", &token, "--state-out"]).arg(&state);
+    cmd.args(["-m", "tlbkit", "check-ray", &token, "--search", search, "--state-out"]).arg(&state);
     if !address.is_empty() {
         cmd.args(["--ray", &address]);
     }
@@ -420,22 +449,27 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     }
     let t = Instant::now();
     let status = cmd.status().map_err(|e| CliError::from(format!("--ray: cannot run {python}: {e}")))?;
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| CliError::from(format!("--ray: {e}")));
     let r = match status.code() {
-        Some(0) => {
-            let body = std::fs::read(&state).map_err(|e| CliError::from(format!("--ray: the rounds' state: {e}")));
+        // The nodes' totals of a sharded check (a violation's token among
+        // them: shrunk here, never searched for again), or the rounds' state.
+        Some(code @ (0 | 3)) => {
+            let body = read(&state);
             let _ = std::fs::remove_file(&state);
-            rounds::round_report(&spec, &body?, 0, None)?
-        }
-        // An actor found a violation: the driver wrote the search so far and
-        // the violating execution's token beside it; shrunk here, never
-        // searched for again.
-        Some(3) => {
-            let found = state.with_extension("found");
-            let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| CliError::from(format!("--ray: {e}")));
-            let (body, token) = (read(&state), read(&found));
-            let _ = (std::fs::remove_file(&state), std::fs::remove_file(&found));
-            let token = String::from_utf8(token?).map_err(|_| CliError::from("--ray: the violation's token"))?;
-            rounds::round_report(&spec, &body?, 0, Some(token.trim()))?
+            let body = body?;
+            if shards::Totals::is_save(&body) {
+                shards::report_from_save(&spec, &body)?
+            } else if code == 0 {
+                rounds::round_report(&spec, &body, 0, None)?
+            } else {
+                // A party of the rounds found a violation: its token is
+                // beside the search so far.
+                let found = state.with_extension("found");
+                let token = read(&found);
+                let _ = std::fs::remove_file(&found);
+                let token = String::from_utf8(token?).map_err(|_| CliError::from("--ray: the violation's token"))?;
+                rounds::round_report(&spec, &body, 0, Some(token.trim()))?
+            }
         }
         Some(1) => {
             return Err(format!(
@@ -444,7 +478,7 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
             )
             .into())
         }
-        code => return Err(format!("--ray: the Ray driver ({python} -m tlbkit check-rounds) failed ({code:?})").into()),
+        code => return Err(format!("--ray: the Ray driver ({python} -m tlbkit check-ray) failed ({code:?})").into()),
     };
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!("tlbkit: checked in {:.2} s on Ray", t.elapsed().as_secs_f64());

@@ -453,6 +453,13 @@ fn replayed<P: Policy>(
 /// searched for again.
 pub mod rounds;
 
+/// An exhaustive check sharded among processes (`tlbkit check --ray`): each
+/// [`Shard`](shards::Shard) a node that owns part of the visited set and
+/// runs its own workers, the nodes' messages carried between them by the
+/// Ray driver; the report made of their totals
+/// ([`report`](shards::report)).
+pub mod shards;
+
 /// Returns the worker threads an exhaustive search uses when `--jobs` is not
 /// given: one per core the host offers (1 if it cannot say).
 pub fn default_jobs() -> usize {

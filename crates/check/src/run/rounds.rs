@@ -131,7 +131,7 @@ pub fn round_report(spec: &CheckSpec, state: &[u8], workers: usize, found: Optio
     report_of(spec, stats, &c, workers, found)
 }
 
-fn report_of(
+pub(super) fn report_of(
     spec: &CheckSpec,
     stats: Stats,
     c: &[u64],

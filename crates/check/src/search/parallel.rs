@@ -63,7 +63,7 @@ impl Subtree {
         self.nodes.iter().for_each(|n| n.save(w));
     }
 
-    fn load(r: &mut Reader<'_>) -> Result<Subtree, String> {
+    pub(super) fn load(r: &mut Reader<'_>) -> Result<Subtree, String> {
         let n = r.len(9)?;
         let mut stack = Vec::with_capacity(n);
         for _ in 0..n {

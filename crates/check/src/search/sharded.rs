@@ -54,12 +54,24 @@
 //!
 //! # This implementation
 //!
-//! The nodes run in one process, as groups of threads that share nothing
-//! but their mailboxes and queues: the transport is a queue per node with
-//! an injected latency (a batch is delivered that long after it is sent),
-//! and what the nodes send each other is counted in bytes of its encoding
-//! ([`Traffic`]). It measures the sharded search's work and traffic on
-//! one host; a transport between machines (Ray's actors) is not built.
+//! [`exhaustive_sharded`] runs the nodes in one process, as groups of
+//! threads that share nothing but their mailboxes and queues: the transport
+//! is a queue per node with an injected latency (a batch is delivered that
+//! long after it is sent), and what the nodes send each other is counted in
+//! bytes of its encoding ([`Traffic`]). It measures the sharded search's
+//! work and traffic on one host.
+//!
+//! [`ShardNode`] (`sharded/node.rs`) is one node in a process of its own,
+//! the same workers and table: what it sends another node waits in an
+//! outbox, as bytes, until its carrier (the Ray driver of
+//! `python/tlbkit/_ray.py`) takes it with [`ShardNode::pump`] and hands it
+//! to the other node's; there each node's `open` counts only its own work,
+//! and the carrier ends the search when every node's is zero and nothing
+//! is on its way.
+
+mod node;
+
+pub use node::{Pumped, ShardNode};
 
 use super::dfs::{Dfs, Switches, PARK, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};
@@ -96,7 +108,7 @@ pub struct Traffic {
     /// Claims whose answer was to explore (each a parked path replayed).
     pub admitted: u64,
     /// Visits to another node's states pruned by what its answers already
-    /// said (no claim sent: [`Known`]).
+    /// said (no claim sent: a worker's `Known`).
     pub known: u64,
     /// Batches of claims and of answers sent.
     pub batches: u64,
@@ -191,6 +203,13 @@ impl<T> Mailbox<T> {
         self.count.fetch_add(1, SeqCst);
     }
 
+    /// Takes every batch, due or not.
+    fn all(&self) -> Vec<Vec<T>> {
+        let mut q = self.queue.lock().expect("no worker panicked holding a mailbox");
+        self.count.store(0, SeqCst);
+        q.drain(..).map(|(_, b)| b).collect()
+    }
+
     /// Takes the batches due by now (they arrive in the order sent).
     fn due(&self) -> Vec<Vec<T>> {
         if self.count.load(SeqCst) == 0 {
@@ -224,13 +243,42 @@ struct Node {
     claims: Mailbox<Claim>,
 }
 
-/// What every node's workers share.
+/// What the nodes sent each other, as it is counted ([`Traffic`]).
+#[derive(Default)]
+struct Counts {
+    claims: AtomicU64,
+    admitted: AtomicU64,
+    known: AtomicU64,
+    batches: AtomicU64,
+    steals: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// A node in a process of its own ([`ShardNode`]): which it is, and what
+/// it has for the other nodes, waiting for its carrier.
+struct Wire {
+    me: usize,
+    /// The claims for each node.
+    claims: Vec<Mailbox<Claim>>,
+    /// The answers for each node's workers.
+    answers: Vec<Mailbox<Answer>>,
+    /// The carrier has seen every node's work done: the workers may end.
+    finished: AtomicBool,
+    /// Another node's workers wait for work: give some away.
+    wanted: AtomicBool,
+}
+
+/// What every node's workers share: in one process, every node; in a
+/// [`ShardNode`], its own (`nodes` then holds that one).
 struct Search {
+    /// The nodes of the search.
+    k: usize,
     nodes: Vec<Node>,
-    /// Per worker: the answers to its claims.
+    /// Per worker of `nodes`: the answers to its claims.
     answers: Vec<Mailbox<Answer>>,
     link: Link,
-    /// Subtrees queued or being explored, and paths parked for an answer.
+    /// Subtrees queued or being explored, and paths parked for an answer
+    /// (of this process's nodes).
     open: AtomicU64,
     next_id: AtomicU64,
     stop: AtomicBool,
@@ -240,12 +288,9 @@ struct Search {
     max_steps: AtomicUsize,
     /// Workers waiting for work.
     hungry: AtomicUsize,
-    claims: AtomicU64,
-    admitted: AtomicU64,
-    known: AtomicU64,
-    batches: AtomicU64,
-    steals: AtomicU64,
-    bytes: AtomicU64,
+    counts: Counts,
+    /// Where this process is one node of many.
+    wire: Option<Wire>,
 }
 
 /// The node that owns `state`: its table part's, dealt round the nodes.
@@ -272,9 +317,78 @@ struct Local {
 }
 
 impl Search {
+    /// A search of `k` nodes, all here, or only `wire`'s, with `workers`
+    /// workers here.
+    fn new(k: usize, workers: usize, link: Link, wire: Option<Wire>) -> Self {
+        let here = if wire.is_some() { 1 } else { k };
+        Search {
+            k,
+            nodes: (0..here)
+                .map(|_| Node { table: Table::default(), work: Mutex::new(Vec::new()), claims: Mailbox::new() })
+                .collect(),
+            answers: (0..workers).map(|_| Mailbox::new()).collect(),
+            link: Link { batch: link.batch.max(1), ..link },
+            open: AtomicU64::new(0),
+            next_id: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            found: Mutex::new(None),
+            executions: AtomicU64::new(0),
+            pruned: AtomicU64::new(0),
+            max_steps: AtomicUsize::new(0),
+            hungry: AtomicUsize::new(0),
+            counts: Counts::default(),
+            wire,
+        }
+    }
+
+    /// Node `n`, which runs here.
+    fn node(&self, n: usize) -> &Node {
+        &self.nodes[if self.wire.is_some() { 0 } else { n }]
+    }
+
+    /// The mailbox of worker `w`'s answers, a worker here.
+    fn inbox(&self, w: usize) -> &Mailbox<Answer> {
+        &self.answers[if self.wire.is_some() { w / self.k } else { w }]
+    }
+
+    /// Sends worker `w` its answers: into its mailbox here, or into the
+    /// outbox for its node.
+    fn reply(&self, w: usize, batch: Vec<Answer>) {
+        let at = Instant::now() + self.link.latency;
+        match &self.wire {
+            Some(x) if w % self.k != x.me => x.answers[w % self.k].send(at, batch),
+            _ => self.inbox(w).send(at, batch),
+        }
+    }
+
+    /// Sends node `to` a batch of claims.
+    fn claim(&self, to: usize, batch: Vec<Claim>) {
+        let at = Instant::now() + self.link.latency;
+        match &self.wire {
+            Some(x) if to != x.me => x.claims[to].send(at, batch),
+            _ => self.node(to).claims.send(at, batch),
+        }
+    }
+
+    /// Whether the workers may end once nothing here is open: in one
+    /// process, always; a node of many, when its carrier says so.
+    fn may_end(&self) -> bool {
+        self.wire.as_ref().is_none_or(|x| x.finished.load(SeqCst))
+    }
+
+    /// Whether a worker should give part of its subtree away.
+    fn wanted(&self) -> bool {
+        self.hungry.load(Relaxed) > 0 || self.wire.as_ref().is_some_and(|x| x.wanted.load(Relaxed))
+    }
+
+    /// The states the nodes here own.
+    fn states(&self) -> u64 {
+        self.nodes.iter().map(|n| n.table.len() as u64).sum()
+    }
+
     /// Node `n` visits the claims due in its mailbox and answers them.
     fn serve(&self, n: usize, me: &mut Visitor<'_>) {
-        for batch in self.nodes[n].claims.due() {
+        for batch in self.node(n).claims.due() {
             // A batch is one worker's claims (an outbox is a worker's): its
             // answers go back to that worker in one batch.
             let Some(w) = batch.first().map(|c| worker(c.id)) else { continue };
@@ -285,16 +399,16 @@ impl Search {
                     Answer { id: c.id, skip: me.visit(c.state, c.asleep).0 }
                 })
                 .collect();
-            self.batches.fetch_add(1, Relaxed);
-            self.bytes.fetch_add(ANSWER_BYTES * answers.len() as u64, Relaxed);
-            self.answers[w].send(Instant::now() + self.link.latency, answers);
+            self.counts.batches.fetch_add(1, Relaxed);
+            self.counts.bytes.fetch_add(ANSWER_BYTES * answers.len() as u64, Relaxed);
+            self.reply(w, answers);
         }
     }
 
     /// Worker `w` turns the answers due to it into tasks of its own (or
     /// drops the parked paths they close).
     fn receive(&self, w: usize, local: &mut Local) {
-        for batch in self.answers[w].due() {
+        for batch in self.inbox(w).due() {
             let closed = batch.len() as u64;
             let before = local.stack.len();
             for a in batch {
@@ -304,7 +418,7 @@ impl Search {
                 }
             }
             let k = (local.stack.len() - before) as u64;
-            self.admitted.fetch_add(k, Relaxed);
+            self.counts.admitted.fetch_add(k, Relaxed);
             // The tasks first: `open` never passes 0 early.
             self.open.fetch_add(k, SeqCst);
             self.open.fetch_sub(closed, SeqCst);
@@ -319,9 +433,10 @@ impl Search {
             return Some(t);
         }
         let task = |tree| Task { tree, answer: None, snap: None };
-        if let Some(t) = self.nodes[n].work.lock().expect("no worker panicked holding a queue").pop() {
+        if let Some(t) = self.node(n).work.lock().expect("no worker panicked holding a queue").pop() {
             return Some(task(t));
         }
+        // A node of many takes another's work through its carrier.
         let k = self.nodes.len();
         for m in (1..k).map(|d| (n + d) % k) {
             let mut q = self.nodes[m].work.lock().expect("no worker panicked holding a queue");
@@ -330,8 +445,8 @@ impl Search {
                 drop(q);
                 let mut w = Writer::default();
                 t.save(&mut w);
-                self.steals.fetch_add(1, Relaxed);
-                self.bytes.fetch_add(w.0.len() as u64, Relaxed);
+                self.counts.steals.fetch_add(1, Relaxed);
+                self.counts.bytes.fetch_add(w.0.len() as u64, Relaxed);
                 return Some(task(t));
             }
         }
@@ -354,9 +469,9 @@ impl Outbox {
         }
         // A batch's room at once, not grown claim by claim.
         let batch = std::mem::replace(&mut self.claims[to], Vec::with_capacity(s.link.batch.min(1024)));
-        s.batches.fetch_add(1, Relaxed);
-        s.bytes.fetch_add(CLAIM_BYTES * batch.len() as u64, Relaxed);
-        s.nodes[to].claims.send(Instant::now() + s.link.latency, batch);
+        s.counts.batches.fetch_add(1, Relaxed);
+        s.counts.bytes.fetch_add(CLAIM_BYTES * batch.len() as u64, Relaxed);
+        s.claim(to, batch);
     }
 
     /// Sends every claim gathered.
@@ -389,57 +504,58 @@ pub fn exhaustive_sharded(
 ) -> (Stats, Option<Outcome>, Traffic) {
     let nodes = nodes.clamp(1, MAX_NODES);
     let workers = jobs.max(nodes).min(1 << WORKER_BITS);
-    let search = Search {
-        nodes: (0..nodes)
-            .map(|_| Node { table: Table::default(), work: Mutex::new(Vec::new()), claims: Mailbox::new() })
-            .collect(),
-        answers: (0..workers).map(|_| Mailbox::new()).collect(),
-        link: Link { batch: link.batch.max(1), ..link },
-        open: AtomicU64::new(1),
-        next_id: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
-        found: Mutex::new(None),
-        executions: AtomicU64::new(0),
-        pruned: AtomicU64::new(0),
-        max_steps: AtomicUsize::new(0),
-        hungry: AtomicUsize::new(0),
-        claims: AtomicU64::new(0),
-        admitted: AtomicU64::new(0),
-        known: AtomicU64::new(0),
-        batches: AtomicU64::new(0),
-        steals: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-    };
-    search.nodes[0].work.lock().expect("unshared").push(Subtree::below(Vec::new(), Vec::new()));
-    let switches = SWITCHES.with(std::cell::Cell::get);
-    std::thread::scope(|scope| {
-        for w in 0..workers {
-            let search = &search;
-            scope.spawn(move || {
-                let _stop = StopOnPanic(search);
-                each(&mut |run| work(run, search, w, max_executions, switches));
-            });
+    let search = Search::new(nodes, workers, link, None);
+    search.start();
+    search.run(each, &(0..workers).collect::<Vec<_>>(), max_executions);
+    let found = search.found.lock().expect("no worker panicked holding the result").take();
+    (search.stats(), found, search.traffic())
+}
+
+impl Search {
+    /// Queues the root of the search on node 0 (here).
+    fn start(&self) {
+        self.open.fetch_add(1, SeqCst);
+        self.node(0).work.lock().expect("unshared").push(Subtree::below(Vec::new(), Vec::new()));
+    }
+
+    /// Runs the workers numbered `ids` (worker `w` of node `w mod k`), each
+    /// on a thread of its own, until the search is over.
+    fn run(&self, each: &(dyn Fn(Worker<'_>) + Sync), ids: &[usize], max_executions: u64) {
+        let switches = SWITCHES.with(std::cell::Cell::get);
+        std::thread::scope(|scope| {
+            for &w in ids {
+                scope.spawn(move || {
+                    let _stop = StopOnPanic(self);
+                    each(&mut |run| work(run, self, w, max_executions, switches));
+                });
+            }
+        });
+    }
+
+    /// What the search explored, as far as the nodes here know.
+    fn stats(&self) -> Stats {
+        Stats {
+            executions: self.executions.load(Relaxed),
+            states: self.states(),
+            pruned: self.pruned.load(Relaxed),
+            max_steps: self.max_steps.load(Relaxed),
+            complete: !self.stop.load(Relaxed),
         }
-    });
-    let found = search.found.into_inner().expect("no worker panicked holding the result");
-    let states: Vec<u64> = search.nodes.iter().map(|n| n.table.len() as u64).collect();
-    let stats = Stats {
-        executions: search.executions.load(Relaxed),
-        states: states.iter().sum(),
-        pruned: search.pruned.load(Relaxed),
-        max_steps: search.max_steps.load(Relaxed),
-        complete: !search.stop.load(Relaxed),
-    };
-    let traffic = Traffic {
-        claims: search.claims.load(Relaxed),
-        admitted: search.admitted.load(Relaxed),
-        known: search.known.load(Relaxed),
-        batches: search.batches.load(Relaxed),
-        steals: search.steals.load(Relaxed),
-        bytes: search.bytes.load(Relaxed),
-        states,
-    };
-    (stats, found, traffic)
+    }
+
+    /// What the nodes here sent.
+    fn traffic(&self) -> Traffic {
+        let c = &self.counts;
+        Traffic {
+            claims: c.claims.load(Relaxed),
+            admitted: c.admitted.load(Relaxed),
+            known: c.known.load(Relaxed),
+            batches: c.batches.load(Relaxed),
+            steals: c.steals.load(Relaxed),
+            bytes: c.bytes.load(Relaxed),
+            states: self.nodes.iter().map(|n| n.table.len() as u64).collect(),
+        }
+    }
 }
 
 /// Stops the search if the worker holding it unwinds (the others would
@@ -458,12 +574,12 @@ impl Drop for StopOnPanic<'_> {
 /// answers, and explores its tasks (or its node's, or another node's)
 /// until the search is over.
 fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: usize, max: u64, switches: Switches) {
-    let n = w % s.nodes.len();
-    let mut me = s.nodes[n].table.visitor();
-    let mut out = Outbox { claims: vec![Vec::new(); s.nodes.len()], since: None };
+    let n = w % s.k;
+    let mut me = s.node(n).table.visitor();
+    let mut out = Outbox { claims: vec![Vec::new(); s.k], since: None };
     let mut local = Local { parked: HashMap::new(), stack: Vec::new(), known: Known::new() };
     let mut idle = 0u32;
-    let done = |local: &Local| s.known.fetch_add(local.known.hits, Relaxed);
+    let done = |local: &Local| s.counts.known.fetch_add(local.known.hits, Relaxed);
     loop {
         if s.stop.load(Relaxed) {
             done(&local);
@@ -481,7 +597,7 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
             continue;
         }
         out.flush(s);
-        if s.open.load(SeqCst) == 0 {
+        if s.open.load(SeqCst) == 0 && s.may_end() {
             done(&local);
             return;
         }
@@ -526,8 +642,8 @@ impl At<'_, '_> {
     ) -> bool {
         let s = self.s;
         let Task { tree: mut t, mut answer, mut snap } = task;
-        let k = s.nodes.len();
-        let states = || s.nodes.iter().map(|n| n.table.len() as u64).sum();
+        let k = s.k;
+        let states = || s.states();
         let mut tally = Tally::new(&s.executions, &s.pruned, &states);
         let mut done = true;
         loop {
@@ -587,11 +703,11 @@ impl At<'_, '_> {
                 done = false;
                 break;
             }
-            if s.hungry.load(Relaxed) > 0 {
+            if s.wanted() {
                 let given = split_off(&mut t);
                 if !given.is_empty() {
                     s.open.fetch_add(given.len() as u64, SeqCst);
-                    s.nodes[self.n].work.lock().expect("no worker panicked holding a queue").extend(given);
+                    s.node(self.n).work.lock().expect("no worker panicked holding a queue").extend(given);
                 }
             }
         }
@@ -605,10 +721,10 @@ impl At<'_, '_> {
         let s = self.s;
         debug_assert_eq!(nodes.len(), choices.len(), "a parked path's choices and nodes disagree");
         claim.id = (s.next_id.fetch_add(1, Relaxed) << WORKER_BITS) | self.w as u64;
-        let o = owner(claim.state, s.nodes.len());
+        let o = owner(claim.state, s.k);
         // Counted before its claim can be answered.
         s.open.fetch_add(1, SeqCst);
-        s.claims.fetch_add(1, Relaxed);
+        s.counts.claims.fetch_add(1, Relaxed);
         let path = Subtree::below(choices.to_vec(), parked_nodes(choices, nodes));
         self.local.parked.insert(claim.id, (path, snap));
         self.out.claims[o].push(claim);

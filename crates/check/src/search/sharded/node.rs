@@ -1,0 +1,265 @@
+//! One node of a sharded search in a process of its own, and what it sends
+//! the others, as bytes.
+//!
+//! # Design
+//!
+//! A [`ShardNode`] holds its part of the visited set and runs its workers
+//! as [`super::exhaustive_sharded`]'s nodes do; what one sends another node
+//! (a batch of claims, a batch of answers, subtrees it gives away) waits in
+//! an outbox until its *carrier* calls [`ShardNode::pump`], which hands in
+//! what the other nodes sent this one and takes out what this one has for
+//! them, each message with the node it is for. The carrier (the Ray driver
+//! of `python/tlbkit/_ray.py`, or a test's loop) only moves bytes: it reads
+//! nothing in them.
+//!
+//! **Work between nodes.** A node's workers give part of their subtrees to
+//! its queue while any worker waits, here or (the carrier says, `wanted`)
+//! at another node; the carrier asks a node with a queue to give some away
+//! (`give`), and they travel as a message like any other.
+//!
+//! **The end.** Each node's `open` counts its own work: subtrees queued or
+//! explored, and paths parked until their owner answers (a claim or an
+//! answer on its way is a parked path of its discoverer). Subtrees given
+//! away leave the giver's count when they leave its queue and enter the
+//! receiver's before they enter its queue. So the whole search is over
+//! when, in one round of pumps, every node says its `open` is zero, none
+//! sent anything and the carrier handed none anything: work appears at a
+//! node only through a pump, and none carried any. The carrier then
+//! [`ShardNode::finish`]es every node.
+//!
+//! # Messages
+//!
+//! A message is its kind (one byte), a count, then its items: claims
+//! (state, mask asleep, parked path's number: 24 bytes each), answers (the
+//! path's number, then a byte 1 and the mask to leave alone, or a byte 0:
+//! 17 or 9 bytes), or subtrees as a save writes them.
+
+use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Traffic, Wire, MAX_NODES, WORKER_BITS};
+use crate::search::saved::{Reader, Writer};
+use crate::search::{Outcome, Worker};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::Instant;
+
+const CLAIMS: u8 = 0;
+const ANSWERS: u8 = 1;
+const SUBTREES: u8 = 2;
+
+/// One node of a search sharded among processes.
+pub struct ShardNode {
+    search: Search,
+    /// This node's workers' numbers (worker `w` of node `w mod k`).
+    ids: Vec<usize>,
+}
+
+/// What a [`ShardNode::pump`] took out, and where the node stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pumped {
+    /// The messages for other nodes, each with the node it is for.
+    pub out: Vec<(usize, Vec<u8>)>,
+    /// Its work still open (see the module documentation).
+    pub open: u64,
+    /// Subtrees in its queue.
+    pub queued: usize,
+    /// Its workers waiting for work.
+    pub hungry: usize,
+    /// Whether its search has stopped: a violation found, or the limit of
+    /// executions reached.
+    pub stopped: bool,
+    /// The executions it has run.
+    pub executions: u64,
+    /// The states it owns.
+    pub states: u64,
+}
+
+impl ShardNode {
+    /// Node `me` of `nodes`, with `jobs` workers (at most 2^16 / `nodes`);
+    /// node 0 holds the search's root.
+    pub fn new(me: usize, nodes: usize, jobs: usize) -> Result<ShardNode, String> {
+        if nodes == 0 || nodes > MAX_NODES || me >= nodes {
+            return Err(format!("node {me} of {nodes}: give 1 to {MAX_NODES} nodes, each numbered below their count"));
+        }
+        let jobs = jobs.clamp(1, (1 << WORKER_BITS) / nodes);
+        let wire = Wire {
+            me,
+            claims: (0..nodes).map(|_| Mailbox::new()).collect(),
+            answers: (0..nodes).map(|_| Mailbox::new()).collect(),
+            finished: false.into(),
+            wanted: false.into(),
+        };
+        let search = Search::new(nodes, jobs, Link::default(), Some(wire));
+        if me == 0 {
+            search.start();
+        }
+        Ok(ShardNode { search, ids: (0..jobs).map(|i| me + i * nodes).collect() })
+    }
+
+    /// Its workers.
+    pub fn workers(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn wire(&self) -> &Wire {
+        self.search.wire.as_ref().expect("a shard node has its wire")
+    }
+
+    /// Runs the node's workers until the carrier finishes the search, or
+    /// it stops; returns what they explored, the violation found here if
+    /// one was, and what they sent.
+    pub fn run(&self, each: &(dyn Fn(Worker<'_>) + Sync), max_executions: u64) -> (Stats, Option<Outcome>, Traffic) {
+        self.search.run(each, &self.ids, max_executions);
+        let found = self.search.found.lock().expect("no worker panicked holding the result").take();
+        (self.search.stats(), found, self.search.traffic())
+    }
+
+    /// Hands in `inbox` (what the other nodes sent this one), gives at
+    /// most `give` queued subtrees to node `to`, and says whether any other
+    /// node's workers wait for work (`wanted`); takes out what this node
+    /// has for the others. Refuses a message it cannot read (and takes in
+    /// none of the inbox after it).
+    pub fn pump(&self, inbox: &[&[u8]], give: usize, to: usize, wanted: bool) -> Result<Pumped, String> {
+        let s = &self.search;
+        let x = self.wire();
+        for m in inbox {
+            self.take_in(m)?;
+        }
+        x.wanted.store(wanted, Relaxed);
+        let mut out = Vec::new();
+        for (to, mailbox) in x.claims.iter().enumerate() {
+            for batch in mailbox.all() {
+                out.push((to, encode_claims(&batch)));
+            }
+        }
+        for (to, mailbox) in x.answers.iter().enumerate() {
+            for batch in mailbox.all() {
+                out.push((to, encode_answers(&batch)));
+            }
+        }
+        if give > 0 && to != x.me && to < s.k {
+            if let Some(m) = self.give(give) {
+                out.push((to, m));
+            }
+        }
+        let queued = s.node(x.me).work.lock().expect("no worker panicked holding a queue").len();
+        Ok(Pumped {
+            out,
+            open: s.open.load(SeqCst),
+            queued,
+            hungry: s.hungry.load(Relaxed),
+            stopped: s.stop.load(SeqCst),
+            executions: s.executions.load(Relaxed),
+            states: s.states(),
+        })
+    }
+
+    /// Takes the oldest `n` subtrees of the queue (at most half of it,
+    /// at least one) out as a message.
+    fn give(&self, n: usize) -> Option<Vec<u8>> {
+        let s = &self.search;
+        let given: Vec<Subtree> = {
+            let mut q = s.node(self.wire().me).work.lock().expect("no worker panicked holding a queue");
+            let n = n.min(q.len().div_ceil(2));
+            q.drain(..n).collect()
+        };
+        if given.is_empty() {
+            return None;
+        }
+        // Out of the queue, then out of the count: on its way, the carrier
+        // holds it.
+        s.open.fetch_sub(given.len() as u64, SeqCst);
+        let mut w = Writer::default();
+        w.u8(SUBTREES);
+        w.u64(given.len() as u64);
+        given.iter().for_each(|t| t.save(&mut w));
+        s.counts.steals.fetch_add(given.len() as u64, Relaxed);
+        s.counts.bytes.fetch_add(w.0.len() as u64, Relaxed);
+        Some(w.0)
+    }
+
+    /// Takes in one message from another node.
+    fn take_in(&self, m: &[u8]) -> Result<(), String> {
+        let s = &self.search;
+        let me = self.wire().me;
+        let mut r = Reader::new(m);
+        let now = Instant::now();
+        match r.u8()? {
+            CLAIMS => {
+                let n = r.len(24)?;
+                let batch = (0..n)
+                    .map(|_| Ok(Claim { state: r.u64()?, asleep: r.u64()?, id: r.u64()? }))
+                    .collect::<Result<Vec<_>, String>>()?;
+                s.node(me).claims.send(now, batch);
+            }
+            ANSWERS => {
+                let n = r.len(9)?;
+                let batch = (0..n)
+                    .map(|_| {
+                        let id = r.u64()?;
+                        let skip = match r.u8()? {
+                            0 => None,
+                            _ => Some(r.u64()?),
+                        };
+                        Ok(Answer { id, skip })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                let Some(w) = batch.first().map(|a| super::worker(a.id)) else { return Ok(()) };
+                if w % s.k != me || batch.iter().any(|a| super::worker(a.id) != w) || w / s.k >= self.ids.len() {
+                    return Err(format!("answers for worker {w}, not one of node {me}'s"));
+                }
+                s.inbox(w).send(now, batch);
+            }
+            SUBTREES => {
+                let n = r.len(8)?;
+                let trees = (0..n).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, String>>()?;
+                // Into the count before into the queue: `open` never
+                // passes zero early.
+                s.open.fetch_add(trees.len() as u64, SeqCst);
+                s.node(me).work.lock().expect("no worker panicked holding a queue").extend(trees);
+            }
+            k => return Err(format!("a message of kind {k}, not a claim, answer or subtree")),
+        }
+        if !r.done() {
+            return Err("a message with bytes after its last item".into());
+        }
+        Ok(())
+    }
+
+    /// Ends the search here: the carrier has seen every node's work done.
+    /// The workers return once nothing is open here.
+    pub fn finish(&self) {
+        self.wire().finished.store(true, SeqCst);
+    }
+
+    /// Stops the search here (another node found a violation).
+    pub fn stop(&self) {
+        self.search.stop.store(true, SeqCst);
+    }
+}
+
+fn encode_claims(batch: &[Claim]) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(CLAIMS);
+    w.u64(batch.len() as u64);
+    for c in batch {
+        w.u64(c.state);
+        w.u64(c.asleep);
+        w.u64(c.id);
+    }
+    w.0
+}
+
+fn encode_answers(batch: &[Answer]) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(ANSWERS);
+    w.u64(batch.len() as u64);
+    for a in batch {
+        w.u64(a.id);
+        match a.skip {
+            None => w.u8(0),
+            Some(m) => {
+                w.u8(1);
+                w.u64(m);
+            }
+        }
+    }
+    w.0
+}
