@@ -107,6 +107,12 @@ struct Cpu {
     block: Block,
     irq_off: u32,
     in_handler: bool,
+    /// While it runs an interrupt handler, where the code it interrupted
+    /// stands: why it was not runnable (it waits so again after the
+    /// handler), and the access it had paused before (it makes it at once
+    /// after the handler, with no scheduling point between). Hashed: the
+    /// interrupted code's locals live on in its history, these only here.
+    interrupted: Option<(Block, Option<(usize, bool)>)>,
     pending: VecDeque<Irq>,
     buffer: Buffer,
     sync_out: usize,
@@ -511,6 +517,7 @@ impl Core {
                 c.in_handler = true;
                 // A CPU that was waiting runs the handler; it waits again after.
                 let blocked = std::mem::replace(&mut c.block, Block::No);
+                c.interrupted = Some((blocked.clone(), c.next.take()));
                 let saved = c.history;
                 let resting = st.stale.resting() & 1 << cpu != 0;
                 st.m.enter_irq(cpu);
@@ -536,6 +543,7 @@ impl Core {
             let judged = {
                 let mut st = self.st.borrow_mut();
                 st.cpus[cpu].in_handler = false;
+                st.cpus[cpu].next = st.cpus[cpu].interrupted.take().and_then(|(_, next)| next);
                 st.cpus[cpu].block = blocked;
                 // The handler leaves the interrupted code's locals as they were, so
                 // its history is what the interrupted code had; what the handler
@@ -634,6 +642,7 @@ impl Core {
                     other => other.hash(h),
                 }
                 (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(h);
+                c.interrupted.hash(h);
                 c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(h));
                 c.buffer.iter().for_each(|s| {
                     (s.addr, s.w, s.v).hash(h);

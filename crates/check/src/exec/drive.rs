@@ -77,6 +77,7 @@ pub(super) fn new_core<P: Policy>(
             block: Block::No,
             irq_off: 0,
             in_handler: false,
+            interrupted: None,
             pending: VecDeque::new(),
             buffer: Buffer::default(),
             sync_out: 0,

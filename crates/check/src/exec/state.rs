@@ -13,22 +13,12 @@ impl Cpu {
     /// there was one (a spin wakes or not), not how many: `any_since` says
     /// whether a store after store number `w` became visible.
     pub(super) fn hash_keyed<H: Hasher>(&self, h: &mut H, key: impl Fn(usize) -> u64, any_since: impl Fn(u64) -> bool) {
-        match &self.block {
-            Block::Spin(reads, w) => {
-                1u8.hash(h);
-                reads.iter().for_each(|&(a, written)| (key(a), written).hash(h));
-                if reads.is_empty() {
-                    any_since(*w).hash(h);
-                }
-            }
-            other => {
-                std::mem::discriminant(other).hash(h);
-                match other {
-                    Block::MmLock(slot, side) => (slot, side).hash(h),
-                    Block::Ptl(slot) => slot.hash(h),
-                    _ => {}
-                }
-            }
+        hash_block(&self.block, h, &key, &any_since);
+        // In a handler: what the interrupted code waits for after it.
+        if let Some((b, next)) = &self.interrupted {
+            2u8.hash(h);
+            hash_block(b, h, &key, &any_since);
+            next.map(|(a, w)| (key(a), w)).hash(h);
         }
         self.irq_off.hash(h);
         self.in_handler.hash(h);
@@ -61,6 +51,27 @@ impl Cpu {
     pub(super) fn forget_reads(&mut self) {
         self.reads.clear();
         self.trail = (0, 0);
+    }
+}
+
+/// Hashes why a CPU is not runnable, keyed as [`Cpu::hash_keyed`] keys.
+fn hash_block<H: Hasher>(b: &Block, h: &mut H, key: &impl Fn(usize) -> u64, any_since: &impl Fn(u64) -> bool) {
+    match b {
+        Block::Spin(reads, w) => {
+            1u8.hash(h);
+            reads.iter().for_each(|&(a, written)| (key(a), written).hash(h));
+            if reads.is_empty() {
+                any_since(*w).hash(h);
+            }
+        }
+        other => {
+            std::mem::discriminant(other).hash(h);
+            match other {
+                Block::MmLock(slot, side) => (slot, side).hash(h),
+                Block::Ptl(slot) => slot.hash(h),
+                _ => {}
+            }
+        }
     }
 }
 
