@@ -22,6 +22,27 @@ import os
 from typing import Optional
 
 
+def _ray():
+    """Imports Ray, or says how to install it: ``(ray, RayActorError,
+    NodeAffinitySchedulingStrategy)``."""
+    try:
+        import ray
+        from ray.exceptions import RayActorError
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError:
+        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
+    return ray, RayActorError, NodeAffinitySchedulingStrategy
+
+
+def _connect(ray, address: Optional[str]) -> bool:
+    """Connects to the cluster at ``address`` unless this process already is;
+    returns whether it connected here (and so must shut down)."""
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    return True
+
+
 def _run_point(point: str):
     """A Ray task: one encoded point in, ``(ok, line or why)`` out."""
     from tlbkit import _native
@@ -33,16 +54,11 @@ def run(session, bar, address: Optional[str] = None, in_flight: Optional[int] = 
     """Runs ``session``'s pending points as Ray tasks on the cluster at
     ``address`` (None: a running cluster named by ``RAY_ADDRESS``, else a new
     local one), at most ``in_flight`` at once (default: twice the cluster's CPUs)."""
-    try:
-        import ray
-    except ImportError:
-        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
+    ray, _, _ = _ray()
     pending = session.pending()
     if not pending:
         return
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    started_here = _connect(ray, address)
     try:
         task = ray.remote(num_cpus=1, max_retries=3)(_run_point)
         window = in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
@@ -162,19 +178,12 @@ def check(token: str, address: Optional[str] = None, state_out: Optional[str] = 
         return check_rounds(token, address=address, state_out=state_out)
     if search != "sharded":
         raise ValueError(f"search {search!r}: give 'sharded' or 'rounds'")
-    try:
-        import ray
-        from ray.exceptions import RayActorError
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    except ImportError:
-        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
     import time
 
     from tlbkit import _native
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray, RayActorError, NodeAffinitySchedulingStrategy = _ray()
+    started_here = _connect(ray, address)
     Shard = ray.remote(max_restarts=0, max_task_retries=0)(_Shard)
     actors = []
     try:
@@ -250,17 +259,10 @@ def check_rounds(token: str, address: Optional[str] = None, budget: Optional[int
     it is finished or stopped at a violation, for the ``tlbkit`` binary (which
     makes the report itself); with a violation, its token goes beside it, in
     ``state_out`` with the suffix ``.found``."""
-    try:
-        import ray
-        from ray.exceptions import RayActorError
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    except ImportError:
-        raise ImportError("executor='ray' needs Ray: pip install './python[ray]' (or 'ray>=2.40')") from None
     from tlbkit import _native
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray, RayActorError, NodeAffinitySchedulingStrategy = _ray()
+    started_here = _connect(ray, address)
     Party = ray.remote(max_restarts=0, max_task_retries=0)(_Party)
     parties = {}  # node id -> _Member
     try:

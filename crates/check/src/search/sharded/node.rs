@@ -166,13 +166,10 @@ impl ShardNode {
         // Out of the queue, then out of the count: on its way, the carrier
         // holds it.
         s.open.fetch_sub(given.len() as u64, SeqCst);
-        let mut w = Writer::default();
-        w.u8(SUBTREES);
-        w.u64(given.len() as u64);
-        given.iter().for_each(|t| t.save(&mut w));
+        let m = encode(SUBTREES, &given, |w, t| t.save(w));
         s.counts.steals.fetch_add(given.len() as u64, Relaxed);
-        s.counts.bytes.fetch_add(w.0.len() as u64, Relaxed);
-        Some(w.0)
+        s.counts.bytes.fetch_add(m.len() as u64, Relaxed);
+        Some(m)
     }
 
     /// Takes in one message from another node.
@@ -235,23 +232,25 @@ impl ShardNode {
     }
 }
 
-fn encode_claims(batch: &[Claim]) -> Vec<u8> {
+/// A message of `kind`: its items' count, then each as `item` writes it.
+fn encode<T>(kind: u8, batch: &[T], item: impl Fn(&mut Writer, &T)) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(CLAIMS);
+    w.u8(kind);
     w.u64(batch.len() as u64);
-    for c in batch {
-        w.u64(c.state);
-        w.u64(c.asleep);
-        w.u64(c.id);
-    }
+    batch.iter().for_each(|t| item(&mut w, t));
     w.0
 }
 
+fn encode_claims(batch: &[Claim]) -> Vec<u8> {
+    encode(CLAIMS, batch, |w, c| {
+        w.u64(c.state);
+        w.u64(c.asleep);
+        w.u64(c.id);
+    })
+}
+
 fn encode_answers(batch: &[Answer]) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.u8(ANSWERS);
-    w.u64(batch.len() as u64);
-    for a in batch {
+    encode(ANSWERS, batch, |w, a| {
         w.u64(a.id);
         match a.skip {
             None => w.u8(0),
@@ -260,6 +259,5 @@ fn encode_answers(batch: &[Answer]) -> Vec<u8> {
                 w.u64(m);
             }
         }
-    }
-    w.0
+    })
 }
