@@ -436,7 +436,9 @@ impl Search {
         if let Some(t) = self.node(n).work.lock().expect("no worker panicked holding a queue").pop() {
             return Some(task(t));
         }
-        // A node of many takes another's work through its carrier.
+        // Another node's queue, where the nodes share this process; a
+        // `ShardNode` holds only its own, and gets others' work from its
+        // carrier (`ShardNode::pump`'s `give`).
         let k = self.nodes.len();
         for m in (1..k).map(|d| (n + d) % k) {
             let mut q = self.nodes[m].work.lock().expect("no worker panicked holding a queue");
