@@ -254,3 +254,44 @@ def test_a_check_on_ray_survives_an_actor_killed_mid_round(cluster, on_one_machi
     local, b = on_one_machine["x86-linux-410"].report, json.loads(out)
     assert (b["states"], b["complete"], b["counterexample"]) == (local["states"], True, None)
     assert not party_pids(running=False), "the rounds' actors outlived the check"
+
+
+def shard_pids():
+    """The processes of the sharded search's actors."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and (d / "cmdline").read_bytes().startswith(b"ray::_Shard"):
+                pids.append(int(d.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_a_sharded_check_that_loses_a_node_stops_and_says_so(cluster):
+    """A node's actor killed mid-search (SIGKILL) takes its part of the
+    visited set with it: the binary's --ray-search sharded ends with an
+    error naming the loss, neither hanging nor reporting a verdict, and no
+    actor outlives it."""
+    address, env = cluster
+    tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
+    args = [tlbkit_bin, "check", "--policy", "x86-linux-410", "--cpus", "2", "--mms", "3", "--pages", "1",
+            "--ops", "6", "--mode", "exhaustive", "--format", "json", "--ray", address, "--ray-search", "sharded"]
+    run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**env, "TLBKIT_PYTHON": sys.executable})
+    killed = 0
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline and not killed:
+        pids = shard_pids()
+        if len(pids) == 2:
+            time.sleep(1.0)
+            os.kill(pids[0], signal.SIGKILL)
+            killed += 1
+        time.sleep(0.05)
+    out, err = run.communicate(timeout=300)
+    assert killed, "no actor was running to kill: the search is too small"
+    assert run.returncode not in (0, 3), (run.returncode, out)
+    assert "was lost" in err, err
+    assert out == ""
+    time.sleep(2)
+    assert not shard_pids(), "the sharded search's actors outlived the check"

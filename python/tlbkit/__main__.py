@@ -39,7 +39,8 @@ def main(argv=None) -> int:
 
         try:
             r = _ray.check(a.token, address=a.ray or None, state_out=a.state_out, search=a.search)
-        except ValueError as e:
+        except (ValueError, RuntimeError) as e:
+            # Bad input, or a sharded search that lost a node.
             print(f"tlbkit: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
