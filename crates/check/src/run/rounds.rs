@@ -118,9 +118,14 @@ impl Party {
             self.search.run(each, jobs, part, news, budget, &counters)
         })?
         .map_err(saved)?;
-        let found = found.map(|out| encode(&self.spec, &out.choices.iter().map(|c| c.taken).collect::<Vec<_>>()));
-        Ok((body, found, executions))
+        Ok((body, found.map(|out| token_of(&self.spec, &out)), executions))
     }
+}
+
+/// The replay token of an execution a worker of a distributed check ran
+/// (as it ran, not shrunk: where the report is made shrinks it).
+pub(super) fn token_of(spec: &CheckSpec, out: &search::Outcome) -> String {
+    encode(spec, &out.choices.iter().map(|c| c.taken).collect::<Vec<_>>())
 }
 
 /// The report of a distributed check from its save ([`Rounds::save`]):

@@ -7,13 +7,13 @@
 //! worker ran (its token, run again and shrunk where the report is made),
 //! never from a second search.
 
-use super::rounds::{report_of, validate};
+use super::rounds::{report_of, token_of, validate};
 use super::*;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// What a node's workers return.
-type Ran = Result<(Stats, Option<search::Outcome>, search::Traffic), Error>;
+type Ran = Result<(Stats, Option<search::Outcome>), Error>;
 
 /// One node of a sharded check, its workers running on threads of their own.
 pub struct Shard {
@@ -27,16 +27,19 @@ pub struct Shard {
 
 /// The leading bytes of a sharded check's totals ([`Totals::save`]).
 const MAGIC: &[u8] = b"tlbkit-shards 1\n";
-/// The numbers of a node's totals.
-const FIELDS: usize = 15;
+/// The numbers of a node's totals as saved.
+const FIELDS: usize = 9;
 
 /// What one node of a sharded check explored, counted and found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
-    /// Executions, states it owns, pruned, longest, complete (1 or 0); the
-    /// caller's three counters; its traffic (claims, admitted, known,
-    /// batches, steals, bytes); its workers.
-    pub numbers: Vec<u64>,
+    /// What its workers explored (`states`: those it owns).
+    pub stats: Stats,
+    /// The caller's counters: the most operations started, rollovers and
+    /// initiating CPUs of one execution.
+    pub counters: [u64; 3],
+    /// Its workers.
+    pub workers: u64,
     /// The token of the violating execution one of its workers ran.
     pub found: Option<String>,
 }
@@ -49,7 +52,9 @@ impl Totals {
         w.0.extend_from_slice(MAGIC);
         w.u64(all.len() as u64);
         for t in all {
-            t.numbers.iter().for_each(|&v| w.u64(v));
+            let s = &t.stats;
+            let numbers = [s.executions, s.states, s.pruned, s.max_steps as u64, u64::from(s.complete)];
+            numbers.iter().chain(&t.counters).chain([&t.workers]).for_each(|&v| w.u64(v));
             w.str(t.found.as_deref().unwrap_or(""));
         }
         w.0
@@ -64,9 +69,15 @@ impl Totals {
             let n = r.len(FIELDS * 8 + 8)?;
             let mut all = Vec::with_capacity(n);
             for _ in 0..n {
-                let numbers = (0..FIELDS).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+                // In the order `save` writes them (a tuple's are read left to right).
+                let (executions, states, pruned, max_steps, complete) =
+                    (r.u64()?, r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+                let stats =
+                    Stats { executions, states, pruned, max_steps: max_steps as usize, complete: complete == 1 };
+                let counters = [r.u64()?, r.u64()?, r.u64()?];
+                let workers = r.u64()?;
                 let found = Some(r.str()?).filter(|f| !f.is_empty());
-                all.push(Totals { numbers, found });
+                all.push(Totals { stats, counters, workers, found });
             }
             if !r.done() {
                 return Err("bytes after the last node's totals".into());
@@ -125,29 +136,14 @@ impl Shard {
         let Some(handle) = handle else {
             return Err(Error::Saved { why: "the node's totals were taken already".into() });
         };
-        let (stats, found, traffic) =
+        let (stats, found) =
             handle.join().map_err(|_| Error::Saved { why: "a worker of the node panicked".into() })??;
-        let found = found.map(|out| encode(&self.spec, &out.choices.iter().map(|c| c.taken).collect::<Vec<_>>()));
-        let c = self.counters.each_ref().map(|a| a.load(std::sync::atomic::Ordering::Relaxed));
-        let t = &traffic;
-        let numbers = vec![
-            stats.executions,
-            stats.states,
-            stats.pruned,
-            stats.max_steps as u64,
-            u64::from(stats.complete),
-            c[0],
-            c[1],
-            c[2],
-            t.claims,
-            t.admitted,
-            t.known,
-            t.batches,
-            t.steals,
-            t.bytes,
-            self.jobs as u64,
-        ];
-        Ok(Totals { numbers, found })
+        Ok(Totals {
+            stats,
+            counters: self.counters.each_ref().map(|a| a.load(std::sync::atomic::Ordering::Relaxed)),
+            workers: self.jobs as u64,
+            found: found.map(|out| token_of(&self.spec, &out)),
+        })
     }
 }
 
@@ -156,20 +152,18 @@ impl Shard {
 /// a violation, the first node's that found one, run again here from its
 /// token and shrunk.
 pub fn report(spec: &CheckSpec, all: &[Totals]) -> Result<CheckReport, Error> {
-    if all.iter().any(|t| t.numbers.len() != FIELDS) {
-        return Err(Error::Saved { why: format!("a node's totals without their {FIELDS} numbers") });
-    }
-    let sum = |i: usize| all.iter().map(|t| t.numbers[i]).sum::<u64>();
-    let most = |i: usize| all.iter().map(|t| t.numbers[i]).max().unwrap_or(0);
+    let most = |of: fn(&Totals) -> u64| all.iter().map(of).max().unwrap_or(0);
     let stats = Stats {
-        executions: sum(0),
-        states: sum(1),
-        pruned: sum(2),
-        max_steps: most(3) as usize,
-        complete: all.iter().all(|t| t.numbers[4] == 1),
+        executions: all.iter().map(|t| t.stats.executions).sum(),
+        states: all.iter().map(|t| t.stats.states).sum(),
+        pruned: all.iter().map(|t| t.stats.pruned).sum(),
+        max_steps: all.iter().map(|t| t.stats.max_steps).max().unwrap_or(0),
+        complete: all.iter().all(|t| t.stats.complete),
     };
+    let counters = [most(|t| t.counters[0]), most(|t| t.counters[1]), most(|t| t.counters[2])];
+    let workers = all.iter().map(|t| t.workers as usize).sum();
     let found = all.iter().find_map(|t| t.found.as_deref());
-    report_of(spec, stats, &[most(5), most(6), most(7)], sum(14) as usize, found)
+    report_of(spec, stats, &counters, workers, found)
 }
 
 /// [`report`] from the bytes [`Totals::save`] wrote.

@@ -34,7 +34,7 @@
 //! path's number, then a byte 1 and the mask to leave alone, or a byte 0:
 //! 17 or 9 bytes), or subtrees as a save writes them.
 
-use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Traffic, Wire, MAX_NODES, WORKER_BITS};
+use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::saved::{Reader, Writer};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -103,12 +103,12 @@ impl ShardNode {
     }
 
     /// Runs the node's workers until the carrier finishes the search, or
-    /// it stops; returns what they explored, the violation found here if
-    /// one was, and what they sent.
-    pub fn run(&self, each: &(dyn Fn(Worker<'_>) + Sync), max_executions: u64) -> (Stats, Option<Outcome>, Traffic) {
+    /// it stops; returns what they explored and the violation found here
+    /// if one was.
+    pub fn run(&self, each: &(dyn Fn(Worker<'_>) + Sync), max_executions: u64) -> (Stats, Option<Outcome>) {
         self.search.run(each, &self.ids, max_executions);
         let found = self.search.found.lock().expect("no worker panicked holding the result").take();
-        (self.search.stats(), found, self.search.traffic())
+        (self.search.stats(), found)
     }
 
     /// Hands in `inbox` (what the other nodes sent this one), gives at
@@ -180,7 +180,7 @@ impl ShardNode {
         let now = Instant::now();
         match r.u8()? {
             CLAIMS => {
-                let n = r.len(24)?;
+                let n = r.len(CLAIM_BYTES as usize)?;
                 let batch = (0..n)
                     .map(|_| Ok(Claim { state: r.u64()?, asleep: r.u64()?, id: r.u64()? }))
                     .collect::<Result<Vec<_>, String>>()?;
