@@ -404,10 +404,10 @@ struct RayArgs {
     /// machine.
     #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["checkpoint", "resume", "max_memory"])]
     ray: Option<String>,
-    /// With --ray: `rounds`, every node keeps a whole copy of the visited set
-    /// and the driver merges what each adds, round by round; `sharded`, each
-    /// state owned by one node, which alone holds it, the driver carrying
-    /// claims and answers between them.
+    /// With --ray: `rounds`, every node keeps a whole copy of the visited
+    /// set, which the driver merges each round; `sharded`, each state is held
+    /// by the one node that owns it, and the driver carries claims and
+    /// answers between the nodes.
     #[arg(long, value_enum, default_value_t = RaySearch::Rounds, requires = "ray")]
     ray_search: RaySearch,
 }
