@@ -368,19 +368,36 @@ struct CheckShard(Arc<tlbkit_check::run::shards::Shard>);
 #[pymethods]
 impl CheckShard {
     /// Starts node `me` of `nodes` of the check `token` names, with `jobs`
-    /// workers.
+    /// workers: a new search, or, given `parts` (every part of a snapshot,
+    /// in node order, as `shards_read_part` returns them), the search they
+    /// saved.
     #[new]
-    fn new(token: &str, me: usize, nodes: usize, jobs: usize) -> PyResult<Self> {
+    #[pyo3(signature = (token, me, nodes, jobs, parts=None))]
+    fn new(token: &str, me: usize, nodes: usize, jobs: usize, parts: Option<Vec<Vec<u8>>>) -> PyResult<Self> {
         use tlbkit_check::run::{rounds, shards};
         let spec = rounds::spec_of(token).map_err(check_error)?;
-        Ok(CheckShard(Arc::new(shards::Shard::start(spec, me, nodes, jobs).map_err(check_error)?)))
+        let shard = match parts {
+            None => shards::Shard::start(spec, me, nodes, jobs),
+            Some(parts) => {
+                let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+                shards::Shard::resume(spec, me, nodes, jobs, &parts)
+            }
+        };
+        Ok(CheckShard(Arc::new(shard.map_err(check_error)?)))
+    }
+
+    /// Its part of a snapshot (while held and settled), as bytes for
+    /// `shards_write_part`.
+    fn save<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        Ok(pyo3::types::PyBytes::new(py, &self.0.save().map_err(check_error)?))
     }
 
     /// Hands in `inbox` (the other nodes' messages for this one), gives at
-    /// most `give` queued subtrees to node `to`, and says whether another
-    /// node's workers wait (`wanted`); returns `(messages out, as (node,
+    /// most `give` queued subtrees to node `to`, says whether another
+    /// node's workers wait (`wanted`) and whether the driver holds the
+    /// nodes for a snapshot (`hold`); returns `(messages out, as (node,
     /// bytes), work open, subtrees queued, workers waiting, stopped,
-    /// executions, states owned)`.
+    /// executions, states owned, settled, bytes of its visited set)`.
     #[allow(clippy::type_complexity)]
     fn pump<'py>(
         &self,
@@ -389,16 +406,18 @@ impl CheckShard {
         give: usize,
         to: usize,
         wanted: bool,
-    ) -> PyResult<(Vec<(usize, Bound<'py, pyo3::types::PyBytes>)>, u64, usize, usize, bool, u64, u64)> {
+        hold: bool,
+    ) -> PyResult<(Vec<(usize, Bound<'py, pyo3::types::PyBytes>)>, u64, usize, usize, bool, u64, u64, bool, u64)> {
         let shard = self.0.clone();
+        let orders = tlbkit_check::search::Orders { give, to, wanted, hold };
         let p = py
             .detach(move || {
                 let inbox: Vec<&[u8]> = inbox.iter().map(Vec::as_slice).collect();
-                shard.pump(&inbox, give, to, wanted)
+                shard.pump(&inbox, orders)
             })
             .map_err(check_error)?;
         let out = p.out.iter().map(|(n, m)| (*n, pyo3::types::PyBytes::new(py, m))).collect();
-        Ok((out, p.open, p.queued, p.hungry, p.stopped, p.executions, p.states))
+        Ok((out, p.open, p.queued, p.hungry, p.stopped, p.executions, p.states, p.settled, p.bytes))
     }
 
     /// Ends the search here: every node's work is done.
@@ -440,6 +459,45 @@ fn check_shards_report<'py>(
     let r = interruptible(py, move || shards::report(&spec, &all))?.map_err(check_error)?;
     let json = serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     Ok((json, pyo3::types::PyBytes::new(py, &saved)))
+}
+
+/// Writes node `i`'s part (`CheckShard.save()`) of the snapshot of
+/// generation `generation` into the directory `dir`.
+#[pyfunction]
+fn shards_write_part(dir: std::path::PathBuf, generation: u64, i: usize, part: Vec<u8>) -> PyResult<()> {
+    tlbkit_check::run::shards::write_part(&dir, generation, i, &part).map_err(check_error)
+}
+
+/// Declares the snapshot of generation `generation` of the check `token`,
+/// its `parts` parts written, the one to resume; removes older parts.
+#[pyfunction]
+fn shards_write_snapshot(dir: std::path::PathBuf, token: &str, generation: u64, parts: usize) -> PyResult<()> {
+    tlbkit_check::run::shards::write_snapshot(&dir, token, generation, parts).map_err(check_error)
+}
+
+/// The snapshot the directory `dir` holds: `(token, generation, parts)`.
+#[pyfunction]
+fn shards_read_snapshot(dir: std::path::PathBuf) -> PyResult<(String, u64, usize)> {
+    let s = tlbkit_check::run::shards::read_snapshot(&dir).map_err(check_error)?;
+    Ok((s.token, s.generation, s.parts))
+}
+
+/// Node `i`'s part of the snapshot of generation `generation` in `dir`, of
+/// the check `token` names: refused unless this build made it for that
+/// check, its checksums matching.
+#[pyfunction]
+fn shards_read_part<'py>(
+    py: Python<'py>,
+    dir: std::path::PathBuf,
+    token: &str,
+    generation: u64,
+    i: usize,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    use tlbkit_check::run::{rounds, shards};
+    let spec = rounds::spec_of(token).map_err(check_error)?;
+    let part = shards::read_part(&dir, generation, i).map_err(check_error)?;
+    shards::check_part(&spec, i, &part).map_err(check_error)?;
+    Ok(pyo3::types::PyBytes::new(py, &part))
 }
 
 /// The keywords of `check` that name the check (not how it runs:
@@ -635,5 +693,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CheckParty>()?;
     m.add_class::<CheckShard>()?;
     m.add_function(wrap_pyfunction!(check_shards_report, m)?)?;
+    for f in [
+        wrap_pyfunction!(shards_write_part, m)?,
+        wrap_pyfunction!(shards_write_snapshot, m)?,
+        wrap_pyfunction!(shards_read_snapshot, m)?,
+        wrap_pyfunction!(shards_read_part, m)?,
+    ] {
+        m.add_function(f)?;
+    }
     Ok(())
 }

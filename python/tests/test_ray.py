@@ -5,6 +5,7 @@ started here with `ray start` (one CPU each, so two worker processes), on
 A 216-run sweep through Ray gives the bytes of the same sweep on host threads,
 and a driver killed halfway loses and repeats nothing when run again."""
 
+import json
 import os
 import shutil
 import signal
@@ -268,30 +269,70 @@ def shard_pids():
     return pids
 
 
-def test_a_sharded_check_that_loses_a_node_stops_and_says_so(cluster):
-    """A node's actor killed mid-search (SIGKILL) takes its part of the
-    visited set with it: the binary's --ray-search sharded ends with an
-    error naming the loss, neither hanging nor reporting a verdict, and no
-    actor outlives it."""
-    address, env = cluster
+def sharded_check_killed(address, env, more, ready):
+    """Runs the binary's sharded check of x86-linux-410 at the standard
+    bounds with the flags ``more``, and kills one actor's process (SIGKILL)
+    once both run and ``ready()`` says so; returns ``(killed, the process,
+    its stdout, its stderr)``."""
     tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
     args = [tlbkit_bin, "check", "--policy", "x86-linux-410", "--cpus", "2", "--mms", "3", "--pages", "1",
-            "--ops", "6", "--mode", "exhaustive", "--format", "json", "--ray", address, "--ray-search", "sharded"]
+            "--ops", "6", "--mode", "exhaustive", "--format", "json", "--ray", address, "--ray-search", "sharded",
+            *more]
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**env, "TLBKIT_PYTHON": sys.executable})
     killed = 0
     deadline = time.monotonic() + 300
     while run.poll() is None and time.monotonic() < deadline and not killed:
         pids = shard_pids()
-        if len(pids) == 2:
-            time.sleep(1.0)
+        if len(pids) == 2 and ready():
             os.kill(pids[0], signal.SIGKILL)
             killed += 1
         time.sleep(0.05)
     out, err = run.communicate(timeout=300)
+    return killed, run, out, err
+
+
+def test_a_sharded_check_that_loses_a_node_stops_and_says_so(cluster):
+    """A node's actor killed mid-search (SIGKILL) takes its part of the
+    visited set with it: the binary's --ray-search sharded ends with an
+    error naming the loss, neither hanging nor reporting a verdict, and no
+    actor outlives it."""
+    address, env = cluster
+    killed, run, out, err = sharded_check_killed(address, env, [], ready=lambda: time.sleep(1.0) or True)
     assert killed, "no actor was running to kill: the search is too small"
-    assert run.returncode not in (0, 3), (run.returncode, out)
+    assert run.returncode == 2, (run.returncode, out)
     assert "was lost" in err, err
     assert out == ""
+    time.sleep(2)
+    assert not shard_pids(), "the sharded search's actors outlived the check"
+
+
+def test_a_sharded_check_killed_resumes_from_its_snapshot_on_another_number_of_nodes(cluster, on_one_machine,
+                                                                                       tmp_path):
+    """Snapshots every half second; a node's actor killed (SIGKILL) once one
+    is written: the binary stops (exit 2) and says how to resume; the
+    search resumed from the snapshot on one node of the two (then on two
+    nodes from a second snapshot taken by the resumed search) ends with one
+    machine's verdict and states."""
+    from tlbkit import _native, _ray
+
+    address, env = cluster
+    saved = tmp_path / "snap"
+    snapshots = ["--checkpoint", str(saved), "--checkpoint-every", "0.5"]
+    killed, run, out, err = sharded_check_killed(address, env, snapshots, ready=(saved / "shards.ckpt").exists)
+    assert killed, "no snapshot was taken before the search ended: the search is too small"
+    assert run.returncode == 2, (run.returncode, out, err)
+    assert "was lost" in err and f"--resume {saved}" in err, err
+    token, generation, parts = _native.shards_read_snapshot(str(saved))
+    assert parts == 2 and generation >= 1, (generation, parts)
+    # Resumed on one node, saving again; that snapshot resumed on both.
+    report = json.loads(_ray.check(token, address=address, search="sharded", checkpoint=str(saved), resume=True,
+                                   nodes=1, every_s=0.5))
+    local = on_one_machine["x86-linux-410"].report
+    assert (report["states"], report["complete"], report["counterexample"]) == (local["states"], True, None)
+    later, again = _native.shards_read_snapshot(str(saved))[1:]
+    assert later > generation and again == 1, (later, again)
+    report = json.loads(_ray.check(token, address=address, search="sharded", checkpoint=str(saved), resume=True))
+    assert (report["states"], report["complete"], report["workers"]) == (local["states"], True, 2), report
     time.sleep(2)
     assert not shard_pids(), "the sharded search's actors outlived the check"

@@ -19,7 +19,7 @@ subtrees given to a node whose workers wait) and seeing the end.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import NamedTuple, Optional
 
 
 def _ray():
@@ -124,15 +124,19 @@ def _nodes(ray) -> dict:
 class _Shard:
     """A Ray actor of a sharded check, one per node: that node's part of the
     visited set and its worker threads, one per CPU of the node
-    (``tlbkit_check::run::shards::Shard``), which run from its start."""
+    (``tlbkit_check::run::shards::Shard``), which run from its start: a new
+    search, or the one a snapshot's ``parts`` saved."""
 
-    def __init__(self, token: str, me: int, nodes: int, jobs: int):
+    def __init__(self, token: str, me: int, nodes: int, jobs: int, *parts: bytes):
         from tlbkit import _native
 
-        self.shard = _native.CheckShard(token, me, nodes, jobs)
+        self.shard = _native.CheckShard(token, me, nodes, jobs, list(parts) if parts else None)
 
-    def pump(self, inbox, give: int, to: int, wanted: bool):
-        return self.shard.pump(inbox, give, to, wanted)
+    def pump(self, inbox, give: int, to: int, wanted: bool, hold: bool):
+        return self.shard.pump(inbox, give, to, wanted, hold)
+
+    def save(self) -> bytes:
+        return self.shard.save()
 
     def finish(self):
         self.shard.finish()
@@ -144,6 +148,25 @@ class _Shard:
         return self.shard.totals()
 
 
+class _Pumped(NamedTuple):
+    """What a node's ``pump`` returns (``CheckShard.pump``)."""
+
+    out: list
+    open: int
+    queued: int
+    hungry: int
+    stopped: bool
+    executions: int
+    states: int
+    settled: bool
+    bytes: int
+
+
+class Stopped(RuntimeError):
+    """A sharded check that saved itself and stopped before its end (a node's
+    part of the visited set passed ``max_memory``): its snapshot resumes it."""
+
+
 def _get(ray, refs):
     """``ray.get`` with a timeout, so that Ctrl-C reaches the driver while it waits."""
     while True:
@@ -153,15 +176,31 @@ def _get(ray, refs):
 
 
 def check(token: str, address: Optional[str] = None, state_out: Optional[str] = None,
-          search: str = "rounds", pause_s: float = 0.0005) -> str:
+          search: str = "rounds", pause_s: float = 0.0005, **saving) -> str:
     """Runs the exhaustive check ``token`` names on the Ray cluster at
     ``address``: with ``search="rounds"`` (the default), ``check_rounds``;
-    with ``"sharded"``, one actor per node of the cluster, with a worker
-    thread per CPU of its node, each owning the states whose fingerprints
-    fall in its part. Returns the report (JSON).
+    with ``"sharded"``, ``check_sharded`` (which alone takes ``saving``'s
+    keywords: ``checkpoint``, ``every_s``, ``max_memory``, ``resume``,
+    ``nodes``). Returns the report (JSON)."""
+    if search == "rounds":
+        if saving:
+            raise ValueError(f"{', '.join(sorted(saving))}: only for a sharded search (search='sharded')")
+        return check_rounds(token, address=address, state_out=state_out)
+    if search != "sharded":
+        raise ValueError(f"search {search!r}: give 'sharded' or 'rounds'")
+    return check_sharded(token, address=address, state_out=state_out, pause_s=pause_s, **saving)
 
-    A sharded round here pumps every actor once: it hands each the messages
-    the others had for it and takes what it has for them; a node whose workers
+
+def check_sharded(token: str, address: Optional[str] = None, state_out: Optional[str] = None,
+                  pause_s: float = 0.0005, checkpoint: Optional[str] = None, every_s: float = 60.0,
+                  max_memory: Optional[int] = None, resume: bool = False, nodes: Optional[int] = None) -> str:
+    """Runs the exhaustive check ``token`` names with its visited set sharded
+    among Ray actors, one per node of the cluster (the first ``nodes`` of
+    them, if given) with a worker thread per CPU of its node, each owning
+    the states whose fingerprints fall in its part. Returns the report (JSON).
+
+    A round here pumps every actor once: it hands each the messages the
+    others had for it and takes what it has for them; a node whose workers
     wait with nothing queued is given half of the fullest queue, and while
     any waits every node's workers keep part of their subtrees in their queue.
     The search is over when in one round every node has no work open, none
@@ -170,60 +209,54 @@ def check(token: str, address: Optional[str] = None, state_out: Optional[str] = 
     whose execution the report runs again and shrinks (never searched for
     again). ``pause_s``: the pause between rounds that carried nothing.
 
-    A node lost is the search lost (its part of the visited set is not saved
-    anywhere else): the driver raises, and the check must be run again.
-    ``state_out``: where to write the nodes' totals, from which the ``tlbkit``
-    binary makes the report itself."""
-    if search == "rounds":
-        return check_rounds(token, address=address, state_out=state_out)
-    if search != "sharded":
-        raise ValueError(f"search {search!r}: give 'sharded' or 'rounds'")
-    import time
-
+    With ``checkpoint`` (a directory), a snapshot of the whole search every
+    ``every_s`` seconds: the nodes are held until, in one round, every one is
+    settled (its workers at rest, nothing parked) and nothing moved; each
+    node's part is written there as it made it, then the file naming them
+    (``tlbkit_check::run::shards``). A node whose part of the visited set
+    passes ``max_memory`` bytes makes the driver take a snapshot and stop
+    (``Stopped``). ``resume=True`` goes on from the snapshot in
+    ``checkpoint``, on any number of nodes. A node lost is the search since
+    the last snapshot lost: the driver raises, saying how to resume.
+    ``state_out``: where to write the nodes' totals, from which the
+    ``tlbkit`` binary makes the report itself."""
     from tlbkit import _native
 
+    if (resume or max_memory is not None) and checkpoint is None:
+        raise ValueError("resume and max_memory need the snapshot's directory: give checkpoint")
+    if not every_s > 0:
+        raise ValueError(f"every_s={every_s}: give seconds above 0")
     ray, RayActorError, NodeAffinitySchedulingStrategy = _ray()
+    generation, parts = 0, 0
+    if resume:
+        saved, generation, parts = _native.shards_read_snapshot(checkpoint)
+        if saved != token:
+            raise ValueError(f"{checkpoint} holds a snapshot of another check: resume it with its own token")
     started_here = _connect(ray, address)
     Shard = ray.remote(max_restarts=0, max_task_retries=0)(_Shard)
     actors = []
     try:
-        nodes = _nodes(ray)
-        if not nodes:
+        cluster = sorted(_nodes(ray).items())
+        if not cluster:
             raise ValueError("the Ray cluster has no node with a CPU")
-        k = len(nodes)
-        for me, (node, cpus) in enumerate(sorted(nodes.items())):
+        if nodes is not None:
+            if not 1 <= nodes <= len(cluster):
+                raise ValueError(f"nodes={nodes}: the cluster has {len(cluster)} nodes with CPUs")
+            cluster = cluster[:nodes]
+        k = len(cluster)
+        saved_parts = [ray.put(_native.shards_read_part(checkpoint, token, generation, i)) for i in range(parts)]
+        for me, (node, cpus) in enumerate(cluster):
             on_node = NodeAffinitySchedulingStrategy(node, soft=False)
-            actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(token, me, k, cpus))
-        inbox = [[] for _ in range(k)]
-        give, wanted = [(0, 0)] * k, False
+            actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(
+                token, me, k, cpus, *saved_parts))
+        carrier = _Carrier(ray, actors, pause_s)
+        saving = _Saving(checkpoint, token, generation, every_s, max_memory) if checkpoint is not None else None
         try:
-            while True:
-                carried_in = any(inbox)
-                refs = [a.pump.remote(inbox[i], give[i][0], give[i][1], wanted) for i, a in enumerate(actors)]
-                inbox = [[] for _ in range(k)]
-                pumped = _get(ray, refs)
-                sent = False
-                for out, *_ in pumped:
-                    for to, m in out:
-                        inbox[to].append(m)
-                        sent = True
-                if any(p[4] for p in pumped):
-                    _get(ray, [a.stop.remote() for a in actors])
-                    break
-                if not carried_in and not sent and all(p[1] == 0 for p in pumped):
-                    _get(ray, [a.finish.remote() for a in actors])
-                    break
-                hungry = [i for i, p in enumerate(pumped) if p[3] > 0 and p[2] == 0]
-                donors = [d for d in sorted(range(k), key=lambda i: -pumped[i][2]) if pumped[d][2] > 0]
-                give, wanted = [(0, 0)] * k, bool(hungry)
-                for h, d in zip(hungry, donors):
-                    give[d] = (pumped[d][2], h)
-                if not carried_in and not sent:
-                    time.sleep(pause_s)
-            totals = _get(ray, [a.totals.remote() for a in actors])
+            totals = carrier.run(saving)
         except RayActorError:
-            raise RuntimeError("a node of the sharded check was lost, and its part of the visited set with it: "
-                               "run the check again") from None
+            where = saving.resume_hint() if saving is not None else "run the check again"
+            raise RuntimeError(f"a node of the sharded check was lost, and its part of the visited set with it: "
+                               f"{where}") from None
         report, saved = _native.check_shards_report(token, totals)
         if state_out is not None:
             with open(state_out, "wb") as f:
@@ -234,6 +267,104 @@ def check(token: str, address: Optional[str] = None, state_out: Optional[str] = 
             ray.kill(a)
         if started_here:
             ray.shutdown()
+
+
+class _Saving:
+    """Where and how often a sharded check takes its snapshots, and the last
+    one taken."""
+
+    def __init__(self, directory: str, token: str, generation: int, every_s: float, max_memory: Optional[int]):
+        import time
+
+        self.directory, self.token, self.generation = directory, token, generation
+        self.every_s, self.max_memory = every_s, max_memory
+        self.last = time.monotonic()
+        self.taken = generation > 0
+
+    def due(self, pumped) -> bool:
+        import time
+
+        return time.monotonic() - self.last >= self.every_s or self.over(pumped)
+
+    def over(self, pumped) -> bool:
+        return self.max_memory is not None and any(p.bytes > self.max_memory for p in pumped)
+
+    def take(self, ray, actors) -> None:
+        """Writes every node's part (the nodes held and settled), then the
+        file that names them."""
+        import time
+
+        from tlbkit import _native
+
+        self.generation += 1
+        for i, a in enumerate(actors):
+            _native.shards_write_part(self.directory, self.generation, i, _get(ray, [a.save.remote()])[0])
+        _native.shards_write_snapshot(self.directory, self.token, self.generation, len(actors))
+        self.last, self.taken = time.monotonic(), True
+
+    def resume_hint(self) -> str:
+        if not self.taken:
+            return "no snapshot was taken yet: run the check again"
+        return (f"{self.directory} holds the search as its last snapshot left it: go on with "
+                f"tlbkit check --resume {self.directory} --ray ADDRESS --ray-search sharded")
+
+
+class _Carrier:
+    """The driver's rounds of a sharded check: the actors' messages carried,
+    work given to nodes that wait, snapshots taken, and the end seen."""
+
+    def __init__(self, ray, actors, pause_s: float):
+        self.ray, self.actors, self.pause_s = ray, actors, pause_s
+
+    def run(self, saving: Optional[_Saving]):
+        """Carries until the search is over (or stopped at a violation);
+        returns every node's totals. Raises ``Stopped`` after the snapshot
+        taken because a node passed its memory cap."""
+        import time
+
+        ray, actors, k = self.ray, self.actors, len(self.actors)
+        inbox = [[] for _ in range(k)]
+        give, wanted = [(0, 0)] * k, False
+        holding = stopping = False
+        while True:
+            carried_in = any(inbox)
+            refs = [a.pump.remote(inbox[i], give[i][0], give[i][1], wanted, holding) for i, a in enumerate(actors)]
+            inbox = [[] for _ in range(k)]
+            pumped = [_Pumped(*p) for p in _get(ray, refs)]
+            sent = False
+            for p in pumped:
+                for to, m in p.out:
+                    inbox[to].append(m)
+                    sent = True
+            if any(p.stopped for p in pumped):
+                _get(ray, [a.stop.remote() for a in actors])
+                break
+            quiet = not carried_in and not sent
+            if quiet and all(p.open == 0 for p in pumped):
+                _get(ray, [a.finish.remote() for a in actors])
+                break
+            if holding and quiet and all(p.settled for p in pumped):
+                saving.take(ray, actors)
+                holding = False
+                if stopping:
+                    _get(ray, [a.stop.remote() for a in actors])
+                    most = max(range(k), key=lambda i: pumped[i].bytes)
+                    raise Stopped(f"node {most}'s part of the visited set took {pumped[most].bytes >> 20} MiB, past "
+                                  f"the cap of {saving.max_memory >> 20} MiB after {sum(p.states for p in pumped)} "
+                                  f"states: the search is saved in {saving.directory}; go on with more nodes or a "
+                                  f"higher cap: tlbkit check --resume {saving.directory} --ray ADDRESS "
+                                  f"--ray-search sharded --max-memory SIZE")
+            elif saving is not None and not holding and saving.due(pumped):
+                holding, stopping = True, saving.over(pumped)
+            hungry = [i for i, p in enumerate(pumped) if p.hungry > 0 and p.queued == 0]
+            donors = [d for d in sorted(range(k), key=lambda i: -pumped[i].queued) if pumped[d].queued > 0]
+            give, wanted = [(0, 0)] * k, bool(hungry) and not holding
+            if not holding:
+                for h, d in zip(hungry, donors):
+                    give[d] = (pumped[d].queued, h)
+            if quiet:
+                time.sleep(self.pause_s)
+        return _get(ray, [a.totals.remote() for a in actors])
 
 
 def check_rounds(token: str, address: Optional[str] = None, budget: Optional[int] = None,

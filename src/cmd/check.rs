@@ -401,8 +401,11 @@ struct RayArgs {
     /// with a worker per CPU (see --ray-search), through tlbkit's Python package (`pip install
     /// './python[ray]'`; $TLBKIT_PYTHON names the interpreter, default
     /// python3). The verdict and the states are those of the search on one
-    /// machine.
-    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["checkpoint", "resume", "max_memory"])]
+    /// machine. With --ray-search sharded, --checkpoint DIR takes snapshots
+    /// of the whole search (DIR on the driver's machine), --max-memory caps
+    /// each node's part of the visited set, and --resume DIR goes on from
+    /// the last snapshot on any number of nodes.
+    #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "")]
     ray: Option<String>,
     /// With --ray: `rounds`, every node keeps a whole copy of the visited
     /// set, which the driver merges each round; `sharded`, each state is held
@@ -433,15 +436,31 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
         RaySearch::Rounds => "rounds",
     };
     let (format, verbose, address) = (a.format, a.verbose, a.ray.ray.clone().unwrap_or_default());
-    let (spec, _) = options(a)?.exhaustive_shape(tlbkit_registry::param::Param::Ray)?;
+    let persist = save(&a.save)?;
+    if persist.is_some() && a.ray.ray_search == RaySearch::Rounds {
+        return Err("--checkpoint, --resume and --max-memory with --ray need --ray-search sharded".into());
+    }
+    let token = match persist.as_ref().filter(|p| p.resume) {
+        Some(p) => shards::read_snapshot(&p.dir)?.token,
+        None => rounds::spec_token(&options(a)?.exhaustive_shape(tlbkit_registry::param::Param::Ray)?.0),
+    };
+    let spec = rounds::spec_of(&token)?;
     rounds::validate(&spec)?;
-    let token = rounds::spec_token(&spec);
     let state = std::env::temp_dir().join(format!("tlbkit-ray-{}.state", std::process::id()));
     let python = std::env::var("TLBKIT_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut cmd = std::process::Command::new(&python);
     cmd.args(["-m", "tlbkit", "check-ray", &token, "--search", search, "--state-out"]).arg(&state);
     if !address.is_empty() {
         cmd.args(["--ray", &address]);
+    }
+    if let Some(p) = &persist {
+        cmd.arg("--checkpoint").arg(&p.dir).args(["--checkpoint-every", &p.every.as_secs_f64().to_string()]);
+        if let Some(m) = p.max_memory {
+            cmd.args(["--max-memory", &m.to_string()]);
+        }
+        if p.resume {
+            cmd.arg("--resume");
+        }
     }
     // What the driver and Ray print goes to stderr: stdout is the report's.
     if let Ok(err) = std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned() {
@@ -478,6 +497,9 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
             )
             .into())
         }
+        // The driver said why: a node lost, a snapshot at the memory cap,
+        // bad input.
+        Some(2) => return Ok(2),
         code => return Err(format!("--ray: the Ray driver ({python} -m tlbkit check-ray) failed ({code:?})").into()),
     };
     emit(&r, format == super::Format::Json, verbose)?;

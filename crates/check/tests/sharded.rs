@@ -11,7 +11,7 @@ use tlbkit_check::check;
 use tlbkit_check::report::CheckReport;
 use tlbkit_check::run::check_exhaustive_sharded;
 use tlbkit_check::run::shards::{self, Shard, Totals};
-use tlbkit_check::search::Link;
+use tlbkit_check::search::{Link, Orders};
 
 use crate::common;
 
@@ -66,18 +66,33 @@ fn a_violation_is_reported_from_a_workers_path_and_replays() {
 /// a later round (`delay`); returns the report.
 fn carried(s: &tlbkit_check::spec::CheckSpec, nodes: usize, jobs: usize, delay: usize) -> CheckReport {
     let shards: Vec<Shard> = (0..nodes).map(|me| Shard::start(s.clone(), me, nodes, jobs).unwrap()).collect();
+    carry(s, &shards, delay, None).expect("no snapshot asked for")
+}
+
+/// [`carried`]'s rounds over `shards`; with `snapshot_at`, from that round
+/// on the nodes are held until a round finds every one settled and
+/// carries nothing: then their parts are taken, the shards stopped, and the
+/// parts returned (as `Err`).
+fn carry(
+    s: &tlbkit_check::spec::CheckSpec,
+    shards: &[Shard],
+    delay: usize,
+    snapshot_at: Option<usize>,
+) -> Result<CheckReport, Vec<Vec<u8>>> {
+    let nodes = shards.len();
     let mut inbox: Vec<Vec<Vec<u8>>> = vec![Vec::new(); nodes];
     let mut later: std::collections::VecDeque<Vec<(usize, Vec<u8>)>> = std::collections::VecDeque::new();
-    let (mut give, mut wanted) = (vec![(0, 0); nodes], false);
-    loop {
+    let mut orders = vec![Orders::default(); nodes];
+    for round in 0.. {
+        let hold = snapshot_at.is_some_and(|r| round >= r);
         let carried_in = inbox.iter().any(|m| !m.is_empty()) || later.iter().any(|o| !o.is_empty());
         let pumped: Vec<_> = shards
             .iter()
             .zip(std::mem::replace(&mut inbox, vec![Vec::new(); nodes]))
-            .zip(&give)
-            .map(|((shard, msgs), &(n, to))| {
+            .zip(&orders)
+            .map(|((shard, msgs), &o)| {
                 let refs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
-                shard.pump(&refs, n, to, wanted).unwrap()
+                shard.pump(&refs, Orders { hold, ..o }).unwrap()
             })
             .collect();
         let out: Vec<(usize, Vec<u8>)> = pumped.iter().flat_map(|p| p.out.iter().cloned()).collect();
@@ -96,20 +111,25 @@ fn carried(s: &tlbkit_check::spec::CheckSpec, nodes: usize, jobs: usize, delay: 
             shards.iter().for_each(Shard::finish);
             break;
         }
+        if hold && !carried_in && !sent && pumped.iter().all(|p| p.settled) {
+            let parts = shards.iter().map(|sh| sh.save().unwrap()).collect();
+            shards.iter().for_each(Shard::stop);
+            shards.iter().for_each(|sh| drop(sh.join().unwrap()));
+            return Err(parts);
+        }
         // A node whose workers wait and whose queue is empty gets half of
-        // the fullest queue.
+        // the fullest queue (not while held).
         let hungry = (0..nodes).find(|&i| pumped[i].hungry > 0 && pumped[i].queued == 0);
         let donor = (0..nodes).max_by_key(|&i| pumped[i].queued).filter(|&i| pumped[i].queued > 0);
-        give = vec![(0, 0); nodes];
-        wanted = hungry.is_some();
-        if let (Some(h), Some(d)) = (hungry, donor) {
-            give[d] = (pumped[d].queued, h);
+        orders = vec![Orders { wanted: hungry.is_some() && !hold, ..Orders::default() }; nodes];
+        if let (Some(h), Some(d), false) = (hungry, donor, hold) {
+            orders[d] = Orders { give: pumped[d].queued, to: h, ..orders[d] };
         }
         std::thread::sleep(Duration::from_micros(200));
     }
     let totals: Vec<Totals> = shards.iter().map(|s| s.join().unwrap()).collect();
     // Through the bytes the binary reads.
-    shards::report_from_save(s, &Totals::save(&totals)).unwrap()
+    Ok(shards::report_from_save(s, &Totals::save(&totals)).unwrap())
 }
 
 #[test]
@@ -133,4 +153,54 @@ fn nodes_in_processes_of_their_own_reach_one_threads_states_and_verdicts() {
     assert_eq!(c.property, one.property);
     let replayed = tlbkit_check::run::replay(&c.token).unwrap().counterexample.expect("its token replays it");
     assert_eq!(replayed.property, c.property);
+}
+
+#[test]
+fn a_snapshot_resumes_on_another_number_of_nodes_with_one_threads_states_and_verdict() {
+    // Held from the second round: a snapshot mid-search (the search takes
+    // hundreds of rounds), then resumed on fewer and on more nodes, and
+    // a snapshot of the resumed search resumed again.
+    let s = common::small_spec("x86-freebsd-counter", 1, 4);
+    let one = check(&s).unwrap();
+    assert!(one.explored.complete && one.counterexample.is_none(), "{one:?}");
+    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 2).unwrap()).collect();
+    let parts = carry(&s, &start, 1, Some(2)).expect_err("the search ended before its snapshot");
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    for nodes in [1, 3] {
+        let resumed: Vec<Shard> = (0..nodes).map(|me| Shard::resume(s.clone(), me, nodes, 2, &refs).unwrap()).collect();
+        let r = carry(&s, &resumed, 0, None).unwrap();
+        assert!(r.explored.complete && r.counterexample.is_none(), "2 nodes resumed on {nodes}: {r:?}");
+        assert_eq!(r.explored.states, one.explored.states, "2 nodes resumed on {nodes}");
+    }
+    let again: Vec<Shard> = (0..3).map(|me| Shard::resume(s.clone(), me, 3, 1, &refs).unwrap()).collect();
+    let second = carry(&s, &again, 0, Some(3)).expect_err("the resumed search ended before its snapshot");
+    let refs2: Vec<&[u8]> = second.iter().map(Vec::as_slice).collect();
+    let last: Vec<Shard> = (0..2).map(|me| Shard::resume(s.clone(), me, 2, 1, &refs2).unwrap()).collect();
+    let r = carry(&s, &last, 0, None).unwrap();
+    assert_eq!((r.explored.states, r.explored.complete), (one.explored.states, true), "resumed twice");
+    // The catalogued finding is still found after a snapshot.
+    let bug = common::small_spec("arm64-freebsd-asid", 1, 6);
+    let first: Vec<Shard> = (0..2).map(|me| Shard::start(bug.clone(), me, 2, 1).unwrap()).collect();
+    if let Err(parts) = carry(&bug, &first, 0, Some(1)) {
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let resumed: Vec<Shard> = (0..3).map(|me| Shard::resume(bug.clone(), me, 3, 1, &refs).unwrap()).collect();
+        let r = carry(&bug, &resumed, 0, None).unwrap();
+        assert!(r.counterexample.is_some(), "the finding is lost by a snapshot: {r:?}");
+    }
+}
+
+#[test]
+fn a_snapshots_part_of_another_check_or_damaged_is_refused() {
+    let s = common::small_spec("x86-freebsd-counter", 1, 4);
+    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 1).unwrap()).collect();
+    let parts = carry(&s, &start, 0, Some(1)).expect_err("the search ended before its snapshot");
+    let other = common::small_spec("x86-freebsd-counter", 1, 3);
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    let e = Shard::resume(other, 0, 1, 1, &refs).err().expect("a part of another check is refused");
+    assert!(e.to_string().contains("another check"), "{e}");
+    let mut damaged = parts[1].clone();
+    let at = damaged.len() - 3;
+    damaged[at] ^= 0x40;
+    let e = Shard::resume(s.clone(), 0, 1, 1, &[&parts[0], &damaged]).err().expect("a damaged part is refused");
+    assert!(e.to_string().contains("node 1's part"), "{e}");
 }

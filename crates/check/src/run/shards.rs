@@ -6,6 +6,19 @@
 //! A violation's counterexample comes from the execution the finding
 //! worker ran (its token, run again and shrunk where the report is made),
 //! never from a second search.
+//!
+//! # Snapshots on disk
+//!
+//! A snapshot of the search (see `search/sharded/node.rs`) is a directory:
+//! each node's part, `shard-G-I.part` (generation `G`, node `I`), written
+//! by the carrier as the node made it ([`Shard::save`]: a save's header, the
+//! node's build and the check, then the part), and then `shards.ckpt`, which
+//! names the generation and its number of parts ([`write_snapshot`]), and
+//! only then are the older generation's parts removed. Each file goes
+//! through a temporary one and a rename, so a kill at any moment leaves the
+//! last whole snapshot: a generation whose `shards.ckpt` was never written
+//! is not read. [`Shard::resume`] takes every part of it, on any number of
+//! nodes.
 
 use super::rounds::{report_of, token_of, validate};
 use super::*;
@@ -18,6 +31,8 @@ type Ran = Result<(Stats, Option<search::Outcome>), Error>;
 /// One node of a sharded check, its workers running on threads of their own.
 pub struct Shard {
     spec: CheckSpec,
+    /// This build and the check, as its snapshot's parts name them.
+    identity: String,
     node: Arc<search::ShardNode>,
     /// The caller's counters (operations started, rollovers, initiators).
     counters: Arc<[AtomicU64; 3]>,
@@ -98,25 +113,51 @@ impl Shard {
     /// `jobs` workers.
     pub fn start(spec: CheckSpec, me: usize, nodes: usize, jobs: usize) -> Result<Shard, Error> {
         validate(&spec)?;
-        let shape = shape(&spec)?;
-        let node = search::ShardNode::new(me, nodes, jobs).map_err(|problem| Error::Invalid {
-            param: crate::error::Param::Ray,
-            value: None,
-            problem,
-        })?;
-        let jobs = node.workers();
-        let (node, counters) = (Arc::new(node), Arc::new([AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)]));
-        let (n, c, s) = (node.clone(), counters.clone(), spec.clone());
-        let running = std::thread::spawn(move || with_workers(&s, &shape, &c, None, |each| n.run(each, s.iterations)));
-        Ok(Shard { spec, node, counters, running: Mutex::new(Some(running)), jobs })
+        let node = search::ShardNode::new(me, nodes, jobs).map_err(invalid)?;
+        Shard::launch(spec, node, [0; 3])
     }
 
-    /// Hands in the other nodes' messages for this one, gives at most
-    /// `give` subtrees to node `to`, says whether another node's workers
-    /// wait (`wanted`); takes out this node's messages
-    /// ([`search::ShardNode::pump`]).
-    pub fn pump(&self, inbox: &[&[u8]], give: usize, to: usize, wanted: bool) -> Result<search::Pumped, Error> {
-        self.node.pump(inbox, give, to, wanted).map_err(|why| Error::Saved { why: format!("a node's message: {why}") })
+    /// Starts node `me` of `nodes` of the exhaustive check `spec`, with
+    /// `jobs` workers, from the snapshot whose parts (as files hold them,
+    /// in node order) are `parts`: any number of them, each made by this
+    /// build for this check, or it is refused.
+    pub fn resume(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, parts: &[&[u8]]) -> Result<Shard, Error> {
+        validate(&spec)?;
+        let mut bodies = Vec::with_capacity(parts.len());
+        for (i, bytes) in parts.iter().enumerate() {
+            bodies.push(check_part(&spec, i, bytes)?);
+        }
+        let (node, extra) = search::ShardNode::resume(me, nodes, jobs, &bodies).map_err(|why| Error::Save {
+            file: "the snapshot".into(),
+            problem: crate::error::SaveProblem::Unreadable { why },
+        })?;
+        let counters = std::array::from_fn(|i| extra.get(i).copied().unwrap_or(0));
+        Shard::launch(spec, node, counters)
+    }
+
+    /// Runs `node`'s workers for `spec`, its caller's counters from `counters`.
+    fn launch(spec: CheckSpec, node: search::ShardNode, counters: [u64; 3]) -> Result<Shard, Error> {
+        let shape = shape(&spec)?;
+        let jobs = node.workers();
+        let (node, counters) = (Arc::new(node), Arc::new(counters.map(AtomicU64::new)));
+        let (n, c, s) = (node.clone(), counters.clone(), spec.clone());
+        let running = std::thread::spawn(move || with_workers(&s, &shape, &c, None, |each| n.run(each, s.iterations)));
+        Ok(Shard { identity: identity(&spec), spec, node, counters, running: Mutex::new(Some(running)), jobs })
+    }
+
+    /// Its part of a snapshot, as its file holds it (the node's build and
+    /// the check, then [`search::ShardNode::save`]'s part); only while the
+    /// carrier holds the nodes and this one is settled.
+    pub fn save(&self) -> Result<Vec<u8>, Error> {
+        let extra = self.counters.each_ref().map(|a| a.load(std::sync::atomic::Ordering::Relaxed));
+        let body = self.node.save(&extra).map_err(|why| Error::Saved { why })?;
+        Ok(search::saved::encode(&self.identity, &body))
+    }
+
+    /// Hands in the other nodes' messages for this one and the carrier's
+    /// orders; takes out this node's messages ([`search::ShardNode::pump`]).
+    pub fn pump(&self, inbox: &[&[u8]], orders: search::Orders) -> Result<search::Pumped, Error> {
+        self.node.pump(inbox, orders).map_err(|why| Error::Saved { why: format!("a node's message: {why}") })
     }
 
     /// Ends the search here (every node's work is done).
@@ -169,4 +210,95 @@ pub fn report(spec: &CheckSpec, all: &[Totals]) -> Result<CheckReport, Error> {
 /// [`report`] from the bytes [`Totals::save`] wrote.
 pub fn report_from_save(spec: &CheckSpec, bytes: &[u8]) -> Result<CheckReport, Error> {
     report(spec, &Totals::load(bytes)?)
+}
+
+/// The file of a snapshot that names its generation and parts.
+pub const SNAPSHOT: &str = "shards.ckpt";
+
+/// The file of node `i`'s part of generation `generation`.
+fn part_file(generation: u64, i: usize) -> String {
+    format!("shard-{generation}-{i}.part")
+}
+
+/// This build and the check `spec`: what a snapshot's files are bound to.
+fn identity(spec: &CheckSpec) -> String {
+    format!("{} {}", search::saved::module_id(), super::rounds::spec_token(spec))
+}
+
+fn invalid(problem: String) -> Error {
+    Error::Invalid { param: crate::error::Param::Ray, value: None, problem }
+}
+
+/// The body of node `i`'s part `bytes` of a snapshot, if this build made
+/// it for the check `spec` and its checksums match; else why it cannot be
+/// resumed here.
+pub fn check_part<'a>(spec: &CheckSpec, i: usize, bytes: &'a [u8]) -> Result<&'a [u8], Error> {
+    let file = std::path::PathBuf::from(format!("node {i}'s part of the snapshot"));
+    let refuse = |problem| Error::Save { file: file.display().to_string(), problem };
+    let (theirs, body) = search::saved::decode(bytes).map_err(refuse)?;
+    search::saved::same_check(&file, &theirs, &identity(spec))?;
+    Ok(body)
+}
+
+/// A snapshot as `shards.ckpt` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The check, as [`super::rounds::spec_token`] writes it.
+    pub token: String,
+    /// Its generation (each snapshot of a search one more).
+    pub generation: u64,
+    /// Its parts: the nodes that made it.
+    pub parts: usize,
+}
+
+/// Writes node `i`'s part of the snapshot of generation `generation`
+/// (`bytes`: what [`Shard::save`] returned) into `dir`.
+pub fn write_part(dir: &std::path::Path, generation: u64, i: usize, bytes: &[u8]) -> Result<(), Error> {
+    search::saved::write_named(dir, &part_file(generation, i), &[bytes])
+}
+
+/// Declares the snapshot of generation `generation`, whose `parts` parts
+/// are written, the check `token`'s; removes the parts of every other.
+pub fn write_snapshot(dir: &std::path::Path, token: &str, generation: u64, parts: usize) -> Result<(), Error> {
+    let mut w = search::saved::Writer::default();
+    w.u64(generation);
+    w.u64(parts as u64);
+    let identity = format!("{} {token}", search::saved::module_id());
+    search::saved::write_named(dir, SNAPSHOT, &[&search::saved::encode(&identity, &w.0)])?;
+    let ours = |name: &str| (0..parts).any(|i| name == part_file(generation, i));
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("shard-") && name.ends_with(".part") && !ours(&name) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    Ok(())
+}
+
+/// Reads the snapshot `dir` holds (what [`write_snapshot`] wrote last).
+pub fn read_snapshot(dir: &std::path::Path) -> Result<Snapshot, Error> {
+    let path = dir.join(SNAPSHOT);
+    let refuse = |problem| Error::Save { file: path.display().to_string(), problem };
+    let bytes = std::fs::read(&path).map_err(|e| refuse(crate::error::SaveProblem::Missing { why: e.to_string() }))?;
+    let (identity, body) = search::saved::decode(&bytes).map_err(refuse)?;
+    let token = identity.split_once(' ').map_or("", |(_, t)| t).to_string();
+    let mut r = search::saved::Reader::new(body);
+    let read = |r: &mut search::saved::Reader<'_>| -> Result<(u64, u64), String> { Ok((r.u64()?, r.u64()?)) };
+    let unreadable = |why: String| refuse(crate::error::SaveProblem::Unreadable { why });
+    let (generation, parts) = read(&mut r).map_err(unreadable)?;
+    if !r.done() || parts == 0 || parts > search::MAX_NODES as u64 {
+        return Err(unreadable(format!("{parts} parts")));
+    }
+    super::rounds::spec_of(&token).map_err(|_| unreadable("it names no check this tlbkit can run".into()))?;
+    Ok(Snapshot { token, generation, parts: parts as usize })
+}
+
+/// Reads node `i`'s part of the snapshot of generation `generation` in
+/// `dir`, as its file holds it (for [`Shard::resume`]).
+pub fn read_part(dir: &std::path::Path, generation: u64, i: usize) -> Result<Vec<u8>, Error> {
+    let path = dir.join(part_file(generation, i));
+    std::fs::read(&path).map_err(|e| Error::Save {
+        file: path.display().to_string(),
+        problem: crate::error::SaveProblem::Missing { why: e.to_string() },
+    })
 }

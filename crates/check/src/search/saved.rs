@@ -132,6 +132,29 @@ pub fn binary_id() -> String {
     format!("{:016x}", xxh3_64(&bytes))
 }
 
+/// Returns the identity of the code running this function: a hash of the
+/// file it was loaded from, the executable or a shared library (the Python
+/// package's extension module, whose process's executable is Python's).
+/// Hashed once a process.
+pub fn module_id() -> String {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        // SAFETY: `dladdr` reads the loader's tables for an address in this
+        // module and fills `info`, whose name, when set, is a C string the
+        // loader keeps while the module is loaded (as this one is).
+        let path = unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            let found = libc::dladdr(module_id as *const libc::c_void, &mut info) != 0 && !info.dli_fname.is_null();
+            found.then(|| std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned())
+        };
+        match path.and_then(|p| std::fs::read(p).ok()) {
+            Some(bytes) => format!("{:016x}", xxh3_64(&bytes)),
+            None => binary_id(),
+        }
+    })
+    .clone()
+}
+
 /// Little-endian bytes of a save.
 #[derive(Default)]
 pub struct Writer(pub Vec<u8>);
@@ -300,16 +323,30 @@ impl std::io::Write for SaveFile {
 ///
 /// Returns the body's checksum, which the deltas that follow it name.
 pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<u64, Error> {
-    let path = dir.join(FILE);
+    write_named(dir, FILE, &[&head(identity, body), body])?;
+    // The deltas of the save before name its body: none follows this one.
+    match std::fs::remove_file(dir.join(DELTAS)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Save {
+            file: dir.join(FILE).display().to_string(),
+            problem: SaveProblem::WriteFailed { why: format!("{DELTAS}: {e}") },
+        }),
+        _ => Ok(xxh3_64(body)),
+    }
+}
+
+/// Writes the bytes `chunks` (a save, as [`encode`] makes it) into
+/// `dir/name` as [`write()`] does: a temporary file, synced, renamed, the
+/// directory synced.
+pub fn write_named(dir: &Path, name: &str, chunks: &[&[u8]]) -> Result<(), Error> {
+    let path = dir.join(name);
     let fail = |problem| Error::Save { file: path.display().to_string(), problem };
     remove_stale_temporaries(dir);
-    let tmp = dir.join(format!("{FILE}.tmp{}", std::process::id()));
+    let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
     let written = std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::File::create(&tmp))
         .and_then(|f| {
             let mut f = SaveFile(f);
-            f.write_all(&head(identity, body))?;
-            f.write_all(body)?;
+            chunks.iter().try_for_each(|c| f.write_all(c))?;
             f.0.sync_all()
         })
         .and_then(|()| std::fs::rename(&tmp, &path));
@@ -317,16 +354,7 @@ pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<u64, Error> {
         let _ = std::fs::remove_file(&tmp);
         return Err(fail(SaveProblem::WriteFailed { why: e.to_string() }));
     }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))?;
-    // The deltas of the save before name its body: none follows this one.
-    match std::fs::remove_file(dir.join(DELTAS)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(fail(SaveProblem::WriteFailed { why: format!("{DELTAS}: {e}") }))
-        }
-        _ => Ok(xxh3_64(body)),
-    }
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))
 }
 
 /// Appends `body` to the deltas in `dir` as the save that follows the whole
@@ -373,7 +401,7 @@ pub fn deltas(dir: &Path, base: u64) -> Vec<Vec<u8>> {
 }
 
 /// Removes the temporary files of saves in `dir` that a killed check left
-/// (`search.ckpt.tmpPID`, written before its rename): those whose process is
+/// (`NAME.tmpPID`, written before its rename): those whose process is
 /// no longer running, as `/proc/PID` says. Where there is no `/proc` (not
 /// Linux) nothing is removed, since a running check's file cannot be told
 /// from a dead one's. Errors are ignored: a file left is only disk.
@@ -383,10 +411,9 @@ fn remove_stale_temporaries(dir: &Path) {
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let prefix = format!("{FILE}.tmp");
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+        let Some(pid) = name.to_str().and_then(|n| n.rsplit_once(".tmp")).map(|(_, pid)| pid) else { continue };
         let alive = pid.parse::<u32>().map(|p| Path::new("/proc").join(p.to_string()).exists());
         if alive == Ok(false) {
             let _ = std::fs::remove_file(e.path());
@@ -409,7 +436,7 @@ pub fn open(dir: &Path) -> Result<(String, Vec<u8>), Error> {
 /// or why it cannot be resumed here.
 pub fn read(dir: &Path, identity: &str) -> Result<Vec<u8>, Error> {
     let (theirs, body) = open(dir)?;
-    same_check(dir, &theirs, identity)?;
+    same_check(&dir.join(FILE), &theirs, identity)?;
     Ok(body)
 }
 
@@ -418,12 +445,12 @@ pub fn read(dir: &Path, identity: &str) -> Result<Vec<u8>, Error> {
 /// another build may name in words this one does not read.
 pub fn same_build(dir: &Path, theirs: &str) -> Result<(), Error> {
     let check = theirs.split_once(' ').map_or("", |(_, c)| c);
-    same_check(dir, theirs, &format!("{} {check}", binary_id()))
+    same_check(&dir.join(FILE), theirs, &format!("{} {check}", binary_id()))
 }
 
-/// Refuses the save in `dir`, made with the identity `theirs`, for the check
+/// Refuses the save `file`, made with the identity `theirs`, for the check
 /// `ours` if another build made it or it saves another check.
-fn same_check(dir: &Path, theirs: &str, ours: &str) -> Result<(), Error> {
+pub fn same_check(file: &Path, theirs: &str, ours: &str) -> Result<(), Error> {
     let (their_bin, their_check) = theirs.split_once(' ').unwrap_or((theirs, ""));
     let (our_bin, our_check) = ours.split_once(' ').unwrap_or((ours, ""));
     let problem = if their_bin != our_bin {
@@ -435,7 +462,7 @@ fn same_check(dir: &Path, theirs: &str, ours: &str) -> Result<(), Error> {
     } else {
         return Ok(());
     };
-    Err(Error::Save { file: dir.join(FILE).display().to_string(), problem })
+    Err(Error::Save { file: file.display().to_string(), problem })
 }
 
 /// Returns the C policy whose content alone tells the checks `theirs` and

@@ -71,7 +71,7 @@
 
 mod node;
 
-pub use node::{Pumped, ShardNode};
+pub use node::{Orders, Pumped, ShardNode};
 
 use super::dfs::{Dfs, Switches, PARK, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};
@@ -236,11 +236,25 @@ struct Task {
 }
 
 /// One node: its part of the visited set, its queue (subtrees any worker
-/// may take) and the claims sent to it.
+/// may take), the claims sent to it, and the admitted parked paths its
+/// workers put down to rest for a snapshot (each with its answer: any of
+/// its workers takes them up).
 struct Node {
     table: Table,
     work: Mutex<Vec<Subtree>>,
     claims: Mailbox<Claim>,
+    kept: Mutex<Vec<(Subtree, u64)>>,
+}
+
+impl Node {
+    fn new() -> Node {
+        Node {
+            table: Table::default(),
+            work: Mutex::new(Vec::new()),
+            claims: Mailbox::new(),
+            kept: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 /// What the nodes sent each other, as it is counted ([`Traffic`]).
@@ -266,6 +280,12 @@ struct Wire {
     finished: AtomicBool,
     /// Another node's workers wait for work: give some away.
     wanted: AtomicBool,
+    /// The carrier takes a snapshot: workers stop exploring, wait for the
+    /// answers to their parked paths and rest (see `sharded/node.rs`).
+    hold: AtomicBool,
+    /// Workers at rest: nothing of theirs parked, their tasks in the node's
+    /// queues.
+    resting: AtomicUsize,
 }
 
 /// What every node's workers share: in one process, every node; in a
@@ -323,9 +343,7 @@ impl Search {
         let here = if wire.is_some() { 1 } else { k };
         Search {
             k,
-            nodes: (0..here)
-                .map(|_| Node { table: Table::default(), work: Mutex::new(Vec::new()), claims: Mailbox::new() })
-                .collect(),
+            nodes: (0..here).map(|_| Node::new()).collect(),
             answers: (0..workers).map(|_| Mailbox::new()).collect(),
             link: Link { batch: link.batch.max(1), ..link },
             open: AtomicU64::new(0),
@@ -381,6 +399,32 @@ impl Search {
         self.hungry.load(Relaxed) > 0 || self.wire.as_ref().is_some_and(|x| x.wanted.load(Relaxed))
     }
 
+    /// Whether the carrier holds the workers for a snapshot.
+    fn holding(&self) -> bool {
+        self.wire.as_ref().is_some_and(|x| x.hold.load(SeqCst))
+    }
+
+    /// Worker `local` of node `n`, held with nothing parked, puts its tasks
+    /// in the node's queues (an admitted parked path, answer and all, in
+    /// `kept`) and rests until the hold ends, answering the node's claims
+    /// meanwhile (another node's workers may still wait for answers).
+    fn rest(&self, n: usize, local: &mut Local, me: &mut Visitor<'_>) {
+        let node = self.node(n);
+        for t in local.stack.drain(..) {
+            match t.answer {
+                Some(a) => node.kept.lock().expect("no worker panicked holding a queue").push((t.tree, a)),
+                None => node.work.lock().expect("no worker panicked holding a queue").push(t.tree),
+            }
+        }
+        let x = self.wire.as_ref().expect("only a shard node holds");
+        x.resting.fetch_add(1, SeqCst);
+        while x.hold.load(SeqCst) && !self.stop.load(Relaxed) {
+            self.serve(n, me);
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        x.resting.fetch_sub(1, SeqCst);
+    }
+
     /// The states the nodes here own.
     fn states(&self) -> u64 {
         self.nodes.iter().map(|n| n.table.len() as u64).sum()
@@ -431,6 +475,9 @@ impl Search {
     fn take(&self, n: usize, local: &mut Local) -> Option<Task> {
         if let Some(t) = local.stack.pop() {
             return Some(t);
+        }
+        if let Some((tree, a)) = self.node(n).kept.lock().expect("no worker panicked holding a queue").pop() {
+            return Some(Task { tree, answer: Some(a), snap: None });
         }
         let task = |tree| Task { tree, answer: None, snap: None };
         if let Some(t) = self.node(n).work.lock().expect("no worker panicked holding a queue").pop() {
@@ -589,6 +636,15 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
         }
         s.serve(n, &mut me);
         s.receive(w, &mut local);
+        if s.holding() {
+            out.flush(s);
+            if local.parked.is_empty() {
+                s.rest(n, &mut local, &mut me);
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+            continue;
+        }
         if let Some(task) = s.take(n, &mut local) {
             idle = 0;
             let mut at = At { s, w, n, me: &mut me, out: &mut out, local: &mut local };
@@ -634,7 +690,7 @@ impl At<'_, '_> {
     /// When admitted parked paths wait on its stack, it puts its subtree
     /// back below them, positioned at its next execution, and returns to
     /// take them up first (depth-first over the two: the subtree comes back
-    /// once they are done).
+    /// once they are done); so too while the carrier holds the workers.
     fn explore(
         &mut self,
         run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome,
@@ -698,7 +754,7 @@ impl At<'_, '_> {
             s.serve(self.n, self.me);
             s.receive(self.w, self.local);
             self.out.flush_old(s);
-            if self.local.stack.last().is_some_and(|t| t.answer.is_some()) {
+            if s.holding() || self.local.stack.last().is_some_and(|t| t.answer.is_some()) {
                 let stack = &mut self.local.stack;
                 let below = stack.iter().rposition(|t| t.answer.is_none()).map_or(0, |i| i + 1);
                 stack.insert(below, Task { tree: t, answer: None, snap: None });

@@ -27,6 +27,29 @@
 //! node only through a pump, and none carried any. The carrier then
 //! [`ShardNode::finish`]es every node.
 //!
+//! # Snapshots
+//!
+//! A snapshot is every node's part taken at one moment when nothing is on
+//! its way between them, so that together they are the search (its visited
+//! set and its frontier), with no claim or answer lost. The carrier *holds*
+//! the nodes (`pump`'s `hold`): a worker stops at its next execution's end
+//! (its subtree put back, positioned at the execution it would run next),
+//! sends its claims, and waits for the answers to every path it parked;
+//! then it puts its tasks in its node's queues (an admitted path with the
+//! answer that is its state's visit) and rests, still answering its node's
+//! claims. A node is *settled* when every worker rests. A claim or an
+//! answer on its way means a parked path whose worker does not rest, so
+//! once a round of pumps finds every node settled and carries nothing (no
+//! subtree on its way either), nothing is in flight, and stays so: the
+//! carrier takes each node's [`ShardNode::save`] and lets the hold go.
+//!
+//! A snapshot resumes on any number of nodes ([`ShardNode::resume`]): the
+//! owner of a state is its fingerprint's, dealt round the new nodes; the
+//! frontier's subtrees and admitted paths are dealt round them too (any
+//! worker may take up any of them: an admitted path carries its answer).
+//! What the workers knew of other nodes' answers ([`super::Known`]) is not
+//! kept: it only saves claims.
+//!
 //! # Messages
 //!
 //! A message is its kind (one byte), a count, then its items: claims
@@ -36,6 +59,7 @@
 
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::saved::{Reader, Writer};
+use crate::search::table::Table;
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
@@ -49,6 +73,21 @@ pub struct ShardNode {
     search: Search,
     /// This node's workers' numbers (worker `w` of node `w mod k`).
     ids: Vec<usize>,
+}
+
+/// What the carrier tells a node at a [`ShardNode::pump`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Orders {
+    /// Give at most this many queued subtrees (at most half the queue) ...
+    pub give: usize,
+    /// ... to this node.
+    pub to: usize,
+    /// Another node's workers wait for work: workers keep part of their
+    /// subtrees in the queue.
+    pub wanted: bool,
+    /// Hold the workers for a snapshot (see "Snapshots"); `false` lets
+    /// them go on.
+    pub hold: bool,
 }
 
 /// What a [`ShardNode::pump`] took out, and where the node stands.
@@ -69,12 +108,16 @@ pub struct Pumped {
     pub executions: u64,
     /// The states it owns.
     pub states: u64,
+    /// Held, every worker at rest (see "Snapshots").
+    pub settled: bool,
+    /// The bytes its part of the visited set takes.
+    pub bytes: u64,
 }
 
 impl ShardNode {
-    /// Node `me` of `nodes`, with `jobs` workers (at most 2^16 / `nodes`);
-    /// node 0 holds the search's root.
-    pub fn new(me: usize, nodes: usize, jobs: usize) -> Result<ShardNode, String> {
+    /// Node `me` of `nodes`, with `jobs` workers (at most 2^16 / `nodes`),
+    /// with nothing to do yet.
+    fn empty(me: usize, nodes: usize, jobs: usize) -> Result<ShardNode, String> {
         if nodes == 0 || nodes > MAX_NODES || me >= nodes {
             return Err(format!("node {me} of {nodes}: give 1 to {MAX_NODES} nodes, each numbered below their count"));
         }
@@ -85,12 +128,102 @@ impl ShardNode {
             answers: (0..nodes).map(|_| Mailbox::new()).collect(),
             finished: false.into(),
             wanted: false.into(),
+            hold: false.into(),
+            resting: 0.into(),
         };
         let search = Search::new(nodes, jobs, Link::default(), Some(wire));
-        if me == 0 {
-            search.start();
-        }
         Ok(ShardNode { search, ids: (0..jobs).map(|i| me + i * nodes).collect() })
+    }
+
+    /// Node `me` of `nodes`, with `jobs` workers, of a new search (node 0
+    /// holds its root).
+    pub fn new(me: usize, nodes: usize, jobs: usize) -> Result<ShardNode, String> {
+        let node = ShardNode::empty(me, nodes, jobs)?;
+        if me == 0 {
+            node.search.start();
+        }
+        Ok(node)
+    }
+
+    /// Node `me` of `nodes`, with `jobs` workers, of the search whose
+    /// snapshot is `parts` (every node's [`ShardNode::save`], in node order,
+    /// of any number of nodes): the states it owns among theirs, its share
+    /// of their frontier (item `i` of all goes to node `i mod nodes`), and
+    /// on node 0 their counts. Returns the node and the caller's counters
+    /// the parts held (the most of each; on node 0 only, else zeros).
+    pub fn resume(me: usize, nodes: usize, jobs: usize, parts: &[&[u8]]) -> Result<(ShardNode, Vec<u64>), String> {
+        let node = ShardNode::empty(me, nodes, jobs)?;
+        let s = &node.search;
+        let (mut counts, mut extra, mut item) = ([0u64; 3], Vec::new(), 0usize);
+        let (mut work, mut kept) = (Vec::new(), Vec::new());
+        for (i, part) in parts.iter().enumerate() {
+            let p = Part::read(part).map_err(|why| format!("node {i}'s part of the snapshot: {why}"))?;
+            let mine: Vec<(u64, u64)> =
+                p.visited.into_iter().filter(|&(fp, _)| super::owner(fp, nodes) == me).collect();
+            s.node(me).table.admit_all(&mine);
+            counts = [counts[0] + p.counts[0], counts[1] + p.counts[1], counts[2].max(p.counts[2])];
+            extra.resize(extra.len().max(p.extra.len()), 0);
+            extra.iter_mut().zip(&p.extra).for_each(|(e, &v)| *e = (*e).max(v));
+            for t in p.work {
+                if item % nodes == me {
+                    work.push(t);
+                }
+                item += 1;
+            }
+            for t in p.kept {
+                if item % nodes == me {
+                    kept.push(t);
+                }
+                item += 1;
+            }
+        }
+        s.open.store((work.len() + kept.len()) as u64, SeqCst);
+        *s.node(me).work.lock().expect("unshared") = work;
+        *s.node(me).kept.lock().expect("unshared") = kept;
+        if me != 0 {
+            return Ok((node, vec![0; extra.len()]));
+        }
+        s.executions.store(counts[0], Relaxed);
+        s.pruned.store(counts[1], Relaxed);
+        s.max_steps.store(counts[2] as usize, Relaxed);
+        Ok((node, extra))
+    }
+
+    /// Its part of a snapshot of the search, with the caller's counters
+    /// `extra`: its counts, the states it owns and its frontier (its
+    /// queue, and the admitted parked paths its workers put down). Only
+    /// while every worker rests: the carrier held the nodes ([`ShardNode::pump`]'s
+    /// `hold`) until each said it is [`Pumped::settled`] and, in that round,
+    /// nothing moved between them.
+    pub fn save(&self, extra: &[u64]) -> Result<Vec<u8>, String> {
+        let s = &self.search;
+        if !self.settled() {
+            return Err("a snapshot of a node whose workers are not all at rest".into());
+        }
+        let node = s.node(self.wire().me);
+        let mut w = Writer::default();
+        [s.executions.load(Relaxed), s.pruned.load(Relaxed), s.max_steps.load(Relaxed) as u64]
+            .iter()
+            .for_each(|&c| w.u64(c));
+        w.u64(extra.len() as u64);
+        extra.iter().for_each(|&e| w.u64(e));
+        node.table.save(&mut w);
+        let work = node.work.lock().expect("no worker panicked holding a queue");
+        w.u64(work.len() as u64);
+        work.iter().for_each(|t| t.save(&mut w));
+        let kept = node.kept.lock().expect("no worker panicked holding a queue");
+        w.u64(kept.len() as u64);
+        for (t, a) in kept.iter() {
+            t.save(&mut w);
+            w.u64(*a);
+        }
+        Ok(w.0)
+    }
+
+    /// Whether the carrier holds this node and every worker rests.
+    fn settled(&self) -> bool {
+        let x = self.wire();
+        x.hold.load(SeqCst) && x.resting.load(SeqCst) == self.ids.len()
     }
 
     /// Its workers.
@@ -111,18 +244,19 @@ impl ShardNode {
         (self.search.stats(), found)
     }
 
-    /// Hands in `inbox` (what the other nodes sent this one), gives at
-    /// most `give` queued subtrees to node `to`, and says whether any other
-    /// node's workers wait for work (`wanted`); takes out what this node
-    /// has for the others. Refuses a message it cannot read (and takes in
-    /// none of the inbox after it).
-    pub fn pump(&self, inbox: &[&[u8]], give: usize, to: usize, wanted: bool) -> Result<Pumped, String> {
+    /// Hands in `inbox` (what the other nodes sent this one) and the
+    /// carrier's `orders`; takes out what this node has for the others.
+    /// Refuses a message it cannot read (and takes in none of the inbox
+    /// after it).
+    pub fn pump(&self, inbox: &[&[u8]], orders: Orders) -> Result<Pumped, String> {
         let s = &self.search;
         let x = self.wire();
         for m in inbox {
             self.take_in(m)?;
         }
+        let Orders { give, to, wanted, hold } = orders;
         x.wanted.store(wanted, Relaxed);
+        x.hold.store(hold, SeqCst);
         let mut out = Vec::new();
         for (to, mailbox) in x.claims.iter().enumerate() {
             for batch in mailbox.all() {
@@ -148,6 +282,8 @@ impl ShardNode {
             stopped: s.stop.load(SeqCst),
             executions: s.executions.load(Relaxed),
             states: s.states(),
+            settled: self.settled(),
+            bytes: s.node(x.me).table.bytes(),
         })
     }
 
@@ -223,6 +359,7 @@ impl ShardNode {
     /// Ends the search here: the carrier has seen every node's work done.
     /// The workers return once nothing is open here.
     pub fn finish(&self) {
+        self.wire().hold.store(false, SeqCst);
         self.wire().finished.store(true, SeqCst);
     }
 
@@ -260,4 +397,34 @@ fn encode_answers(batch: &[Answer]) -> Vec<u8> {
             }
         }
     })
+}
+
+/// A node's part of a snapshot, read whole before any of it is taken in
+/// (a part that turns out corrupt changes nothing).
+struct Part {
+    /// Executions, cut executions, most steps.
+    counts: [u64; 3],
+    extra: Vec<u64>,
+    visited: Vec<(u64, u64)>,
+    work: Vec<Subtree>,
+    kept: Vec<(Subtree, u64)>,
+}
+
+impl Part {
+    /// Reads what [`ShardNode::save`] wrote.
+    fn read(body: &[u8]) -> Result<Part, String> {
+        let mut r = Reader::new(body);
+        let counts = [r.u64()?, r.u64()?, r.u64()?];
+        let n = r.len(8)?;
+        let extra = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+        let visited = Table::read_entries(&mut r)?;
+        let n = r.len(8)?;
+        let work = (0..n).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
+        let n = r.len(16)?;
+        let kept = (0..n).map(|_| Ok((Subtree::load(&mut r)?, r.u64()?))).collect::<Result<Vec<_>, String>>()?;
+        if !r.done() {
+            return Err("bytes after its last item".into());
+        }
+        Ok(Part { counts, extra, visited, work, kept })
+    }
 }
