@@ -11,13 +11,13 @@
 //!
 //! A snapshot of the search (see `search/sharded/node.rs`) is a directory:
 //! each node's part, `shard-G-I.part` (generation `G`, node `I`), written
-//! by the carrier as the node made it ([`Shard::save`]: a save's header, the
+//! by the carrier as the node made it ([`Shard::save`](shards::Shard::save): a save's header, the
 //! node's build and the check, then the part), and then `shards.ckpt`, which
-//! names the generation and its number of parts ([`write_snapshot`]), and
+//! names the generation and its number of parts ([`write_snapshot`](shards::write_snapshot)), and
 //! only then are the older generation's parts removed. Each file goes
 //! through a temporary one and a rename, so a kill at any moment leaves the
 //! last whole snapshot: a generation whose `shards.ckpt` was never written
-//! is not read. [`Shard::resume`] takes every part of it, on any number of
+//! is not read. [`Shard::resume`](shards::Shard::resume) takes every part of it, on any number of
 //! nodes.
 
 use super::rounds::{report_of, token_of, validate};
