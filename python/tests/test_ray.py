@@ -269,11 +269,11 @@ def shard_pids():
     return pids
 
 
-def sharded_check_killed(address, env, more, ready):
+def sharded_check_killed(address, env, more, ready, kill=lambda run, pids: os.kill(pids[0], signal.SIGKILL)):
     """Runs the binary's sharded check of x86-linux-410 at the standard
-    bounds with the flags ``more``, and kills one actor's process (SIGKILL)
-    once both run and ``ready()`` says so; returns ``(killed, the process,
-    its stdout, its stderr)``."""
+    bounds with the flags ``more``, and kills one actor's process (SIGKILL;
+    or what ``kill`` does) once both run and ``ready()`` says so; returns
+    ``(killed, the process, its stdout, its stderr)``."""
     tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
     args = [tlbkit_bin, "check", "--policy", "x86-linux-410", "--cpus", "2", "--mms", "3", "--pages", "1",
             "--ops", "6", "--mode", "exhaustive", "--format", "json", "--ray", address, "--ray-search", "sharded",
@@ -285,7 +285,7 @@ def sharded_check_killed(address, env, more, ready):
     while run.poll() is None and time.monotonic() < deadline and not killed:
         pids = shard_pids()
         if len(pids) == 2 and ready():
-            os.kill(pids[0], signal.SIGKILL)
+            kill(run, pids)
             killed += 1
         time.sleep(0.05)
     out, err = run.communicate(timeout=300)
@@ -336,3 +336,26 @@ def test_a_sharded_check_killed_resumes_from_its_snapshot_on_another_number_of_n
     assert (report["states"], report["complete"], report["workers"]) == (local["states"], True, 2), report
     time.sleep(2)
     assert not shard_pids(), "the sharded search's actors outlived the check"
+
+
+def test_a_sharded_check_sent_sigterm_saves_itself_and_stops(cluster, on_one_machine, tmp_path):
+    """SIGTERM to the binary of a sharded check taking snapshots (none due
+    yet): the driver takes one, stops every node and the binary exits 2
+    saying how to go on; resumed through the binary, the search ends with one
+    machine's states."""
+    address, env = cluster
+    saved = tmp_path / "snap"
+    snapshots = ["--checkpoint", str(saved), "--checkpoint-every", "600"]
+    killed, run, out, err = sharded_check_killed(address, env, snapshots, ready=lambda: time.sleep(1.0) or True,
+                                                 kill=lambda run, pids: run.send_signal(signal.SIGTERM))
+    assert killed and run.returncode == 2, (run.returncode, out, err)
+    assert "interrupted after" in err and f"--resume {saved}" in err, err
+    time.sleep(2)
+    assert not shard_pids(), "the sharded search's actors outlived the check"
+    tlbkit_bin = os.environ.get("TLBKIT_BIN", "tlbkit")
+    resumed = subprocess.run([tlbkit_bin, "check", "--resume", str(saved), "--format", "json", "--ray", address,
+                              "--ray-search", "sharded"], capture_output=True, text=True, timeout=600,
+                             env={**env, "TLBKIT_PYTHON": sys.executable})
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert (report["states"], report["complete"]) == (on_one_machine["x86-linux-410"].report["states"], True)

@@ -259,6 +259,10 @@ def check(
     ray_search: str = "rounds",
     all_violations: bool = False,
     base: Optional[str] = None,
+    checkpoint: Optional[str] = None,
+    checkpoint_every: float = 60.0,
+    max_memory: Optional[int] = None,
+    resume: bool = False,
 ) -> CheckResult:
     """``tlbkit check``: explores interleavings of ``policy`` on a small machine.
     Arguments left None take the CLI's defaults for the policy.
@@ -282,6 +286,14 @@ def check(
     machine, and so are the states where the policy's visited set does not
     depend on the order of the search (the guide's "Searches that outgrow one
     run" names a policy where it does).
+
+    With ``ray_search="sharded"``: ``checkpoint`` (a directory) takes a
+    snapshot of the whole search every ``checkpoint_every`` seconds; a node
+    whose part of the visited set passes ``max_memory`` bytes, or SIGINT or
+    SIGTERM, makes it take one and stop (``RuntimeError``, saying how to go
+    on); ``resume=True`` goes on from the snapshot in ``checkpoint`` (of this
+    same check) on any number of nodes (``tlbkit check --checkpoint``,
+    ``--resume``).
 
     ``all_violations``: go on past every violation (``tlbkit check
     --all-violations``, on one thread); ``report["violations"]`` lists each
@@ -319,7 +331,13 @@ def check(
         token = _native.check_spec_token(what)
         from tlbkit import _ray
 
-        return _check_result(_ray.check(token, address=address, search=ray_search))
+        saving = {}
+        if checkpoint is not None or resume or max_memory is not None:
+            saving = dict(checkpoint=checkpoint, every_s=checkpoint_every, max_memory=max_memory, resume=resume)
+        return _check_result(_ray.check(token, address=address, search=ray_search, **saving))
+    if checkpoint is not None or resume or max_memory is not None:
+        raise ValueError("checkpoint, resume and max_memory: only with executor='ray' and ray_search='sharded' "
+                         "(a check on this machine saves itself with tlbkit check --checkpoint DIR)")
     return _check_result(_native.check_json(what, iterations, jobs, all_violations, base))
 
 

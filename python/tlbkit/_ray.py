@@ -164,7 +164,8 @@ class _Pumped(NamedTuple):
 
 class Stopped(RuntimeError):
     """A sharded check that saved itself and stopped before its end (a node's
-    part of the visited set passed ``max_memory``): its snapshot resumes it."""
+    part of the visited set passed ``max_memory``, or SIGINT or SIGTERM came
+    while it took snapshots): its snapshot resumes it."""
 
 
 def _get(ray, refs):
@@ -215,9 +216,10 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
     node's part is written there as it made it, then the file naming them
     (``tlbkit_check::run::shards``). A node whose part of the visited set
     passes ``max_memory`` bytes makes the driver take a snapshot and stop
-    (``Stopped``). ``resume=True`` goes on from the snapshot in
-    ``checkpoint``, on any number of nodes. A node lost is the search since
-    the last snapshot lost: the driver raises, saying how to resume.
+    (``Stopped``), and so do SIGINT and SIGTERM. ``resume=True`` goes on
+    from the snapshot in ``checkpoint``, on any number of nodes. A node lost
+    is the search since the last snapshot lost: the driver raises, saying
+    how to resume.
     ``state_out``: where to write the nodes' totals, from which the
     ``tlbkit`` binary makes the report itself."""
     from tlbkit import _native
@@ -252,7 +254,8 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
         carrier = _Carrier(ray, actors, pause_s)
         saving = _Saving(checkpoint, token, generation, every_s, max_memory) if checkpoint is not None else None
         try:
-            totals = carrier.run(saving)
+            with _Signals(saving is not None) as signals:
+                totals = carrier.run(saving, signals)
         except RayActorError:
             where = saving.resume_hint() if saving is not None else "run the check again"
             raise RuntimeError(f"a node of the sharded check was lost, and its part of the visited set with it: "
@@ -309,6 +312,35 @@ class _Saving:
                 f"tlbkit check --resume {self.directory} --ray ADDRESS --ray-search sharded")
 
 
+class _Signals:
+    """While a sharded check takes snapshots (``on``), SIGINT and SIGTERM ask
+    its driver to take one and stop, instead of ending it at once: ``caught``
+    says whether one came. (Only the main thread may set handlers; elsewhere
+    the signals keep theirs.)"""
+
+    def __init__(self, on: bool):
+        self.on, self.caught, self.kept = on, False, {}
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        if self.on and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.kept[sig] = signal.signal(sig, self._catch)
+        return self
+
+    def _catch(self, signum, frame):
+        self.caught = True
+
+    def __exit__(self, *exc):
+        import signal
+
+        for sig, handler in self.kept.items():
+            signal.signal(sig, handler)
+        return False
+
+
 class _Carrier:
     """The driver's rounds of a sharded check: the actors' messages carried,
     work given to nodes that wait, snapshots taken, and the end seen."""
@@ -316,10 +348,10 @@ class _Carrier:
     def __init__(self, ray, actors, pause_s: float):
         self.ray, self.actors, self.pause_s = ray, actors, pause_s
 
-    def run(self, saving: Optional[_Saving]):
+    def run(self, saving: Optional[_Saving], signals: _Signals):
         """Carries until the search is over (or stopped at a violation);
         returns every node's totals. Raises ``Stopped`` after the snapshot
-        taken because a node passed its memory cap."""
+        taken because a node passed its memory cap, or a signal came."""
         import time
 
         ray, actors, k = self.ray, self.actors, len(self.actors)
@@ -348,14 +380,9 @@ class _Carrier:
                 holding = False
                 if stopping:
                     _get(ray, [a.stop.remote() for a in actors])
-                    most = max(range(k), key=lambda i: pumped[i].bytes)
-                    raise Stopped(f"node {most}'s part of the visited set took {pumped[most].bytes >> 20} MiB, past "
-                                  f"the cap of {saving.max_memory >> 20} MiB after {sum(p.states for p in pumped)} "
-                                  f"states: the search is saved in {saving.directory}; go on with more nodes or a "
-                                  f"higher cap: tlbkit check --resume {saving.directory} --ray ADDRESS "
-                                  f"--ray-search sharded --max-memory SIZE")
-            elif saving is not None and not holding and saving.due(pumped):
-                holding, stopping = True, saving.over(pumped)
+                    raise Stopped(self._why(saving, pumped, signals.caught))
+            elif saving is not None and not holding and (saving.due(pumped) or signals.caught):
+                holding, stopping = True, saving.over(pumped) or signals.caught
             hungry = [i for i, p in enumerate(pumped) if p.hungry > 0 and p.queued == 0]
             donors = [d for d in sorted(range(k), key=lambda i: -pumped[i].queued) if pumped[d].queued > 0]
             give, wanted = [(0, 0)] * k, bool(hungry) and not holding
@@ -365,6 +392,18 @@ class _Carrier:
             if quiet:
                 time.sleep(self.pause_s)
         return _get(ray, [a.totals.remote() for a in actors])
+
+    @staticmethod
+    def _why(saving: _Saving, pumped, signalled: bool) -> str:
+        """Why a search that took its last snapshot stopped, and how to go on."""
+        states = sum(p.states for p in pumped)
+        go_on = f"tlbkit check --resume {saving.directory} --ray ADDRESS --ray-search sharded"
+        if signalled:
+            return f"interrupted after {states} states: the search is saved in {saving.directory}; go on with {go_on}"
+        most = max(range(len(pumped)), key=lambda i: pumped[i].bytes)
+        return (f"node {most}'s part of the visited set takes {pumped[most].bytes >> 20} MiB, past the cap of "
+                f"{saving.max_memory >> 20} MiB, after {states} states: the search is saved in {saving.directory}; "
+                f"go on with more nodes or a higher cap: {go_on} --max-memory SIZE")
 
 
 def check_rounds(token: str, address: Optional[str] = None, budget: Optional[int] = None,

@@ -467,7 +467,8 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
         cmd.stdout(std::process::Stdio::from(err));
     }
     let t = Instant::now();
-    let status = cmd.status().map_err(|e| CliError::from(format!("--ray: cannot run {python}: {e}")))?;
+    let status =
+        run_driver(cmd, persist.is_some()).map_err(|e| CliError::from(format!("--ray: cannot run {python}: {e}")))?;
     let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| CliError::from(format!("--ray: {e}")));
     let r = match status.code() {
         // The nodes' totals of a sharded check (a violation's token among
@@ -505,6 +506,31 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
     emit(&r, format == super::Format::Json, verbose)?;
     eprintln!("tlbkit: checked in {:.2} s on Ray", t.elapsed().as_secs_f64());
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
+}
+
+/// Runs the Ray driver `cmd` to its end. A driver that takes snapshots
+/// (`snapshots`) takes one and stops on SIGINT or SIGTERM: then this process
+/// outlives those signals (a terminal's Ctrl-C reaches the driver too, in
+/// the same process group) and passes a SIGTERM sent to it alone on.
+fn run_driver(mut cmd: std::process::Command, snapshots: bool) -> std::io::Result<std::process::ExitStatus> {
+    if !snapshots {
+        return cmd.status();
+    }
+    use tlbkit_check::search::saved;
+    saved::catch_signals();
+    let mut child = cmd.spawn()?;
+    let mut passed = false;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if saved::signalled() && !passed {
+            // SAFETY: `kill` with a live child's pid and a valid signal.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            passed = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// The library's options for the flags `a` gives.
