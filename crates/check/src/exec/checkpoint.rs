@@ -61,6 +61,15 @@
 //!   checkpoint (`arm64-linux-skipbcast` saved 19 KB per checkpoint when the
 //!   state was cloned in at each restore, 6 KB with it living there).
 //!
+//! A worker of the sharded search takes up parked executions (each with its
+//! own checkpoint, made where it was parked) between executions of the
+//! subtree it was exploring. The checkpoints of the path it leaves are then
+//! shelved, not dropped (a few paths, the most recently left first), and an
+//! execution that a shelved path's checkpoint starts deeper than the live
+//! path's takes that path back (`Saved::best`). Builds with debug
+//! assertions check that every checkpoint restored lies on the path it is
+//! restored along.
+//!
 //! `crates/check/tests/checkpoints.rs` compares searches with checkpoints on
 //! and off: the same states, executions and verdicts for every policy, zoo
 //! entries, two pages under TSO and several workers.
@@ -149,6 +158,31 @@ pub(super) struct Saved {
     spare: Vec<Box<Snap>>,
     /// The checkpoint where the last execution was parked, if it was.
     parked: Option<Box<Snap>>,
+    /// Other paths' checkpoints, the most recently left first: a worker that
+    /// takes up a parked execution and then comes back to the subtree it
+    /// left starts again from that subtree's deepest checkpoint, not from
+    /// the prefix the two paths share (see [`Saved::best`]).
+    shelf: Vec<Shelved>,
+}
+
+/// A path and its checkpoints, off the live one ([`Saved::shelf`]).
+struct Shelved {
+    path: Vec<Choice>,
+    #[allow(clippy::vec_box)]
+    snaps: Vec<Box<Snap>>,
+}
+
+/// The most paths [`Saved::shelf`] keeps.
+const SHELF: usize = 4;
+
+/// The checkpoint of `snaps` (along `path`) to start an execution forced
+/// through `forced` from: the deepest on the prefix the two paths share and
+/// before the last forced choice (the execution that made that choice must
+/// run its step again, with the footprint the chooser wants), or the first.
+#[allow(clippy::vec_box)]
+fn candidate(path: &[Choice], snaps: &[Box<Snap>], forced: &[Choice]) -> Option<usize> {
+    let common = path.iter().zip(forced).take_while(|(a, b)| a == b).count();
+    snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
 }
 
 /// An execution parked at a scheduling point (see [`Chooser::parks`]), as
@@ -170,6 +204,10 @@ static LIVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 struct Snap {
     /// Choices made before it.
     depth: usize,
+    /// Builds with debug assertions: those choices, which the path it is
+    /// restored along must begin with.
+    #[cfg(debug_assertions)]
+    made: Vec<Choice>,
     at: Resume,
     current: usize,
     low: Vec<usize>,
@@ -192,6 +230,8 @@ impl Snap {
     fn empty() -> Self {
         Snap {
             depth: 0,
+            #[cfg(debug_assertions)]
+            made: Vec::new(),
             at: Resume::default(),
             current: 0,
             low: Vec::new(),
@@ -217,6 +257,46 @@ fn handle_sp(co: &Co<'_>, top: usize) -> Option<usize> {
 }
 
 impl Saved {
+    /// Shelves the live path's checkpoints deeper than `depth` (those off
+    /// the path the next execution takes), first; the shelf's oldest past
+    /// [`SHELF`] gives its checkpoints' buffers back.
+    fn shelve_below(&mut self, depth: usize) {
+        let keep = self.snaps.iter().position(|x| x.depth > depth).unwrap_or(self.snaps.len());
+        let deeper = self.snaps.split_off(keep);
+        if deeper.is_empty() {
+            return;
+        }
+        self.shelf.insert(0, Shelved { path: self.path.clone(), snaps: deeper });
+        if self.shelf.len() > SHELF {
+            let old = self.shelf.pop().expect("a shelf past its size");
+            self.spare.extend(old.snaps);
+        }
+    }
+
+    /// The checkpoint to start an execution forced through `forced` from
+    /// ([`candidate`]): the live path's, or a shelved path's whose is deeper.
+    /// That path then becomes the live one, keeping the live checkpoints on
+    /// the prefix the two share (every shelved checkpoint lies deeper than
+    /// the live ones it was shelved from) and shelving the rest.
+    fn best(&mut self, forced: &[Choice]) -> Option<usize> {
+        let depth = |snaps: &[Box<Snap>], k: Option<usize>| k.map(|k| snaps[k].depth);
+        let here = candidate(&self.path, &self.snaps, forced);
+        let mut best = (depth(&self.snaps, here), None);
+        for (i, p) in self.shelf.iter().enumerate() {
+            let d = depth(&p.snaps, candidate(&p.path, &p.snaps, forced));
+            if d > best.0 {
+                best = (d, Some(i));
+            }
+        }
+        let Some(i) = best.1 else { return here };
+        let Shelved { path, snaps } = self.shelf.remove(i);
+        let common = self.path.iter().zip(&path).take_while(|(a, b)| a == b).count();
+        self.shelve_below(common.min(snaps[0].depth.saturating_sub(1)));
+        self.path = path;
+        self.snaps.extend(snaps);
+        candidate(&self.path, &self.snaps, forced)
+    }
+
     /// Returns whether no checkpoint is saved (the first is always worth it:
     /// without one, the next execution starts from the beginning).
     pub(super) fn is_empty(&self) -> bool {
@@ -246,6 +326,11 @@ impl Saved {
     fn snap(&mut self, core: &Core, cos: &[Co<'_>], depth: usize, at: Resume) -> Box<Snap> {
         let mut s = self.spare.pop().unwrap_or_else(|| Box::new(Snap::empty()));
         s.depth = depth;
+        #[cfg(debug_assertions)]
+        {
+            s.made.clear();
+            s.made.extend_from_slice(&core.choices.borrow()[..depth]);
+        }
         s.at = at;
         s.current = core.current.get();
         s.low.clear();
@@ -291,6 +376,8 @@ impl Saved {
             self.spare.push(s);
         }
         let s = &self.snaps[k];
+        #[cfg(debug_assertions)]
+        assert_eq!(self.path[..s.depth], s.made[..], "a checkpoint restored along a path it is not on");
         // SAFETY: no coroutine runs, and nothing alive outside the arena
         // points into it except the coroutines' stacks and handles (put back
         // below) and the state (replaced below).
@@ -355,25 +442,18 @@ pub fn run_from<P: Policy>(
     let resume = resume.and_then(crate::search::Parked::take::<ParkedRun>);
     let parked = match (resume, cp.live.as_mut()) {
         (Some(p), Some(live)) if p.live == live.id && live.core.shape == *shape && p.path[..] == *forced => {
+            // The checkpoints off its path are shelved: the worker comes
+            // back to the subtree it leaves.
             let s = &mut live.saved;
             let common = s.path.iter().zip(&p.path).take_while(|(a, b)| a == b).count();
-            let keep = s.snaps.iter().position(|x| x.depth > common).unwrap_or(s.snaps.len());
-            s.spare.extend(s.snaps.drain(keep..));
+            s.shelve_below(common);
             s.snaps.push(p.snap);
             s.path = p.path;
             Some(s.snaps.len() - 1)
         }
         _ => None,
     };
-    let found = parked.or_else(|| {
-        cp.live.as_ref().filter(|l| l.core.shape == *shape).and_then(|l| {
-            let common = l.saved.path.iter().zip(forced).take_while(|(a, b)| a == b).count();
-            // A checkpoint before the last forced choice (the new one: the
-            // execution that made it ran its step with the footprint the chooser
-            // wants), or the first, before any.
-            l.saved.snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
-        })
-    });
+    let found = parked.or_else(|| cp.live.as_mut().filter(|l| l.core.shape == *shape)?.saved.best(forced));
     check::install(&HOOKS);
     super::guard_policy_code();
     arena::ensure();
@@ -444,7 +524,14 @@ impl Live {
             core,
             cos,
             policy: policy as *const (),
-            saved: Saved { tops, path: Vec::new(), snaps: Vec::new(), spare: Vec::new(), parked: None },
+            saved: Saved {
+                tops,
+                path: Vec::new(),
+                snaps: Vec::new(),
+                spare: Vec::new(),
+                parked: None,
+                shelf: Vec::new(),
+            },
         }
     }
 }
