@@ -357,5 +357,6 @@ def test_a_sharded_check_sent_sigterm_saves_itself_and_stops(cluster, on_one_mac
                               "--ray-search", "sharded"], capture_output=True, text=True, timeout=600,
                              env={**env, "TLBKIT_PYTHON": sys.executable})
     assert resumed.returncode == 0, resumed.stderr
+    assert f"{saved} holds its last snapshot before the end" in resumed.stderr, resumed.stderr
     report = json.loads(resumed.stdout)
     assert (report["states"], report["complete"]) == (on_one_machine["x86-linux-410"].report["states"], True)

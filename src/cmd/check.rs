@@ -504,7 +504,20 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
         code => return Err(format!("--ray: the Ray driver ({python} -m tlbkit check-ray) failed ({code:?})").into()),
     };
     emit(&r, format == super::Format::Json, verbose)?;
-    eprintln!("tlbkit: checked in {:.2} s on Ray", t.elapsed().as_secs_f64());
+    let took = t.elapsed().as_secs_f64();
+    // A sharded search's snapshots are taken while it runs, none at its end:
+    // say what the directory holds.
+    match persist.map(|p| (shards::read_snapshot(&p.dir).ok(), p.dir)) {
+        Some((Some(snap), dir)) => eprintln!(
+            "tlbkit: checked in {took:.2} s on Ray; {} holds its last snapshot before the end (generation {}, {} \
+             nodes)",
+            dir.display(),
+            snap.generation,
+            snap.parts
+        ),
+        Some((None, _)) => eprintln!("tlbkit: checked in {took:.2} s on Ray, before its first snapshot"),
+        None => eprintln!("tlbkit: checked in {took:.2} s on Ray"),
+    }
     Ok(if r.counterexample.is_some() { 3 } else { 0 })
 }
 
