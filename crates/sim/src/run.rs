@@ -13,7 +13,6 @@ use crate::preset::{self, Preset};
 use crate::sched::SchedKind;
 use crate::sim::{ContMode, ContpteConfig, KernelChoices, MmuStats, Sim, SimConfig};
 use crate::swapdev::SwapKind;
-use crate::toggle::Toggle;
 use crate::workload::{self, Params, Phase, Texts};
 use serde::Serialize;
 use serde_json::json;
@@ -387,14 +386,15 @@ fn mm_slots(wl: &workload::WorkloadDef, params: &Params, texts: &Texts, cpus: us
 /// Returns the simulator configuration for a resolved request.
 fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize) -> SimConfig {
     // Each NUMA node is a "socket" of the model: crossing it pays the cross-socket costs.
-    preset.cores_per_socket = (preset.cores_per_socket / mp.numa).max(1);
+    let v = &mp.values;
+    preset.cores_per_socket = (preset.cores_per_socket / v.numa).max(1);
     // Each node has its share of the socket's memory channels.
-    preset.mem_bw_gbs /= mp.numa as f64;
+    preset.mem_bw_gbs /= v.numa as f64;
     // PTI's CR3 writes at every kernel entry (SWITCH_TO_KERNEL_CR3) and return
     // to user (SWITCH_TO_USER_CR3), with PCIDs NOFLUSH: one `root_write` each
     // way. Charged at every exception entry and exit, an interrupt of kernel
     // code (which switches no CR3) included.
-    if mp.pti {
+    if v.pti {
         preset.costs.exception_entry += preset.costs.root_write;
         preset.costs.exception_exit += preset.costs.root_write;
     }
@@ -403,35 +403,35 @@ fn config(spec: &RunSpec, mut preset: Preset, mp: &MachineParams, max_mms: usize
         ncpus: spec.cpus,
         seed: spec.seed,
         strict: spec.strict,
-        spec_rate: mp.spec_rate,
-        migration: mp.migration(),
-        sched: mp.sched,
-        swap: mp.mm.swap,
-        slice_us: mp.slice_us,
-        base_slice_us: mp.slice_set.then_some(mp.slice_us),
-        asid_bits: mp.asid_bits,
+        spec_rate: v.spec_rate,
+        migration: v.migration(),
+        sched: v.sched,
+        swap: v.swap,
+        slice_us: v.fifo_slice_us(),
+        base_slice_us: v.slice_us,
+        asid_bits: v.asid_bits,
         max_mms,
         max_events: 500_000_000,
-        contpte: mp.contpte,
-        smt: mp.smt,
-        kernel: KernelChoices { toggles: mp.toggles, memcg_depth: mp.mm.memcg_depth },
-        noise: mp.noise,
+        contpte: v.contpte(),
+        smt: v.smt,
+        kernel: KernelChoices { toggles: mp.toggles, memcg_depth: v.memcg_depth },
+        noise: v.noise,
     }
 }
 
 /// The registry's builder input for a run: the machine's shape and the
 /// switches the policy takes.
 fn build(spec: &RunSpec, mp: &MachineParams, max_mms: usize) -> Build {
+    let v = &mp.values;
     Build {
         cpus: spec.cpus,
         mm_slots: max_mms,
-        asid_bits: mp.asid_bits,
-        kpti: mp.kpti,
-        // A machine's own FEAT_TLBIRANGE reaches only the policies that use it.
-        tlbi_range: mp.tlbi_range && mp.pol.switches.tlbi_range,
-        tlb_mode: mp.tlb_mode,
-        flush_ceiling: mp.flush_ceiling,
-        pti: mp.pti,
+        asid_bits: v.asid_bits,
+        kpti: v.kpti,
+        tlbi_range: v.tlbi_range,
+        tlb_mode: v.tlb_mode,
+        flush_ceiling: v.flush_ceiling,
+        pti: v.pti,
         invpcid: mp.invpcid,
         bug: None,
         checker: false,
@@ -463,9 +463,9 @@ pub fn check(spec: &RunSpec) -> Result<(), Error> {
 pub fn metric_names(spec: &RunSpec) -> Result<Vec<String>, Error> {
     let Resolved { preset, wl, mp, .. } = resolve(spec)?;
     let mut names: Vec<String> = wl.results.iter().map(|r| r.to_string()).collect();
-    let mut zero = Metrics::zero(mp.contpte.report);
+    let mut zero = Metrics::zero(mp.values.contpte_reported());
     // Only a run whose cores' threads share them reports the cycles they did.
-    zero.smt_shared_cycles = preset.threads.shared(mp.smt).then_some(0);
+    zero.smt_shared_cycles = preset.threads.shared(mp.values.smt).then_some(0);
     // A struct of numbers always serialises, to an object.
     if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&zero) {
         names.extend(m.into_iter().map(|(k, _)| k));
@@ -484,56 +484,16 @@ pub fn run(spec: &RunSpec) -> Result<RunOutput, Error> {
 pub fn run_on(spec: &RunSpec, preset: Preset) -> Result<RunOutput, Error> {
     let Resolved { preset, wl, mp, params, texts } = resolve_on(spec, preset)?;
     let max_mms = mm_slots(wl, &params, &texts, spec.cpus);
+    let cx = switches::Context { preset: &preset, pol: mp.pol, cpus: spec.cpus, sockets: mp.values.sockets };
+    let shown = switches::shown(&mp, &cx);
     let cfg = config(spec, preset, &mp, max_mms);
     let runs = Runs { cfg: &cfg, wl, params: &params, texts: &texts };
     let out = tlbkit_c::front::with_policy(&spec.policy, &build(spec, &mp, max_mms), runs)??;
     let mut pv: BTreeMap<String, serde_json::Value> =
         params.iter().map(|(k, v)| (k.clone(), if k == JITTER { json!(*v) } else { json!(*v as i64) })).collect();
     pv.extend(texts.iter().map(|(k, v)| (k.clone(), json!(v))));
-    pv.insert("asid_bits".into(), serde_json::json!(mp.asid_bits));
-    pv.insert("numa".into(), serde_json::json!(mp.numa));
-    let switches = mp.pol.switches;
-    if switches.kpti {
-        pv.insert("kpti".into(), serde_json::json!(if mp.kpti { "on" } else { "off" }));
-    }
-    // Shown when on only, so that runs without range operations read as before.
-    if switches.tlbi_range && mp.tlbi_range {
-        pv.insert("tlbi_range".into(), serde_json::json!("on"));
-    }
-    // Shown when given or on only, so that runs at the kernel's defaults read as before.
-    if let Some(n) = mp.flush_ceiling {
-        pv.insert("flush_ceiling".into(), serde_json::json!(n));
-    }
-    let word = |on: bool| serde_json::json!(if on { "on" } else { "off" });
-    if switches.pti {
-        pv.insert("pti".into(), word(mp.pti));
-    }
-    pv.insert("kernel".into(), serde_json::json!(cfg.preset.kernel.name()));
-    if let Some(default) = switches.tlb_mode {
-        let mode = mp.tlb_mode.unwrap_or_else(|| default(spec.cpus));
-        pv.insert("tlb_mode".into(), serde_json::json!(format!("{mode:#x}")));
-    }
-    pv.insert("spec_rate".into(), serde_json::json!(mp.spec_rate));
-    pv.insert("migration".into(), word(mp.migration()));
-    pv.insert("sched".into(), serde_json::json!(mp.sched.name()));
-    pv.insert("swap".into(), serde_json::json!(mp.mm.swap.name()));
-    pv.insert("slice_us".into(), serde_json::json!(mp.slice_us));
-    // Shown when given only, so that runs without them read as before.
-    for t in Toggle::all() {
-        if let Some(on) = mp.toggles.given(t) {
-            pv.insert(t.def().key.into(), word(on));
-        }
-    }
-    if let Some(on) = mp.smt {
-        pv.insert("smt".into(), word(on));
-    }
-    if let Some(depth) = mp.mm.memcg_depth {
-        pv.insert("memcg_depth".into(), serde_json::json!(depth));
-    }
-    if mp.contpte.report {
-        pv.insert("contpte".into(), serde_json::json!(mp.contpte.mode.name()));
-        pv.insert("teardown".into(), serde_json::json!(mp.contpte.teardown.name()));
-    }
+    pv.extend(shown.into_iter().map(|(k, v)| (k.to_string(), v)));
+    pv.insert("kernel".into(), json!(cfg.preset.kernel.name()));
     Ok(RunOutput {
         machine: spec.machine.clone(),
         cpus: spec.cpus,

@@ -481,6 +481,8 @@ fn no_source_decides_from_a_switchs_name() {
                 format!("{q} =="),
                 format!("given({q})"),
                 format!("strip_prefix(\"{}=", s.key),
+                // The run's printed settings come from the entry's `show`.
+                format!("insert({q}"),
             ]
         })
         .collect();

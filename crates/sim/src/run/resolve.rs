@@ -3,7 +3,7 @@
 //! entry, the workload's parameters against its entry, and the sockets a CPU
 //! count spans. Every error says what was wrong and what would be accepted.
 
-use super::switches::{self, sockets, Setting};
+use super::switches::{self, sockets, Context, Setting, Values};
 use super::*;
 use crate::toggle::{Toggles, VMA_LOCKS, VMA_LOCKS_V2};
 
@@ -41,52 +41,12 @@ pub(super) fn out_of_range(k: &str, v: &str, range: impl Into<String>) -> Error 
 pub(super) struct MachineParams {
     /// The policy's entry, which says the switches it takes.
     pub(super) pol: &'static PolicyDef,
-    pub(super) asid_bits: u8,
-    pub(super) numa: usize,
-    pub(super) kpti: bool,
-    pub(super) tlbi_range: bool,
-    pub(super) tlb_mode: Option<u32>,
-    /// `--set flush_ceiling`, if given.
-    pub(super) flush_ceiling: Option<u64>,
-    pub(super) pti: bool,
     /// The machine's `INVPCID`.
     pub(super) invpcid: bool,
-    pub(super) spec_rate: f64,
-    /// `None`: the class's default.
-    pub(super) migration: Option<bool>,
-    pub(super) sched: SchedKind,
-    pub(super) slice_us: f64,
-    /// Whether `slice_us` was given (it then sets the fair classes' base slice).
-    pub(super) slice_set: bool,
-    pub(super) contpte: ContpteConfig,
-    /// Whether `--set teardown` was given.
-    pub(super) teardown_set: bool,
-    /// `--set noise` (on unless given off).
-    pub(super) noise: bool,
-    /// `--set smt`, if given (the threads of a core share it otherwise).
-    pub(super) smt: Option<bool>,
+    /// The machine's and the run's switches (`run/switches.rs`).
+    pub(super) values: Values,
     /// The kernel's on|off behaviours given (`crate::toggle`).
     pub(super) toggles: Toggles,
-    /// The memory-management switches that are not toggles.
-    pub(super) mm: MmSwitches,
-}
-
-/// The switches of the kernel's memory management that are not on|off
-/// toggles: the swap device and the memory cgroup's depth.
-#[derive(Default)]
-pub(super) struct MmSwitches {
-    /// The swap device.
-    pub(super) swap: SwapKind,
-    /// `--set memcg_depth`, if given.
-    pub(super) memcg_depth: Option<u32>,
-}
-
-impl MachineParams {
-    /// Whether threads may move between CPUs: as given, else on for the fair
-    /// classes (Linux balances by default), off for FIFO.
-    pub(super) fn migration(&self) -> bool {
-        self.migration.unwrap_or(self.sched.is_fair())
-    }
 }
 
 pub(super) fn valid_keys(wl: &workload::WorkloadDef) -> Vec<&'static str> {
@@ -159,30 +119,9 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
             need: spec.cpus.div_ceil(preset.cores_per_socket),
         });
     }
-    let mut mp = MachineParams {
-        pol,
-        asid_bits: preset.asid_bits[0],
-        numa: preset.numa[0],
-        kpti: false,
-        tlbi_range: preset.tlbi_range,
-        tlb_mode: None,
-        flush_ceiling: None,
-        // PTI by default where the kernel turns it on (a Meltdown-affected
-        // CPU, Linux v4.15 on) and the policy models it.
-        pti: pol.switches.pti && preset.meltdown && preset.kernel.pti_on_meltdown(),
-        invpcid: preset.invpcid,
-        spec_rate: 0.02,
-        migration: None,
-        sched: preset.kernel.sched(),
-        slice_us: 4000.0,
-        slice_set: false,
-        contpte: ContpteConfig::default(),
-        teardown_set: false,
-        noise: true,
-        smt: None,
-        toggles: Toggles::default(),
-        mm: MmSwitches::default(),
-    };
+    let cx = Context { preset: &preset, pol, cpus: spec.cpus, sockets };
+    let values = Values::defaults(&cx);
+    let mut mp = MachineParams { pol, invpcid: preset.invpcid, values, toggles: Toggles::default() };
     let mut params: Params = wl.params.iter().map(|p| (p.key.to_string(), p.default)).collect();
     let mut texts = Texts::new();
     for s in &spec.sets {
@@ -214,13 +153,15 @@ pub(super) fn resolve_on(spec: &RunSpec, mut preset: Preset) -> Result<Resolved,
     }
     // x86 Linux maps large anonymous folios (mTHP, v6.8) without a contiguous
     // bit: `contpte=folios` alone runs there.
-    let x86_folios = mp.contpte.mode == ContMode::Folios
-        && !mp.teardown_set
+    let v = &mp.values;
+    let x86_folios = v.contpte == Some(ContMode::Folios)
+        && v.teardown.is_none()
         && pol.arch == registry::Arch::X86_64
         && pol.os != registry::Os::Freebsd;
-    if (mp.contpte.mode != ContMode::Off || mp.teardown_set) && !pol.switches.contpte && !x86_folios {
+    let mode = v.contpte();
+    if (mode.mode != ContMode::Off || v.teardown.is_some()) && !pol.switches.contpte && !x86_folios {
         let linux: Vec<&str> = POLICIES.iter().filter(|p| p.switches.contpte).map(|p| p.name).collect();
-        return Err(Error::ContpteNotTaken { mode: mp.contpte.mode.name(), takes: linux, policy: pol.name });
+        return Err(Error::ContpteNotTaken { mode: mode.mode.name(), takes: linux, policy: pol.name });
     }
     // The series' v2 is per-VMA locks, on any kernel.
     if mp.toggles.given(VMA_LOCKS_V2) == Some(true) {

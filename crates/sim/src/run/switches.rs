@@ -1,11 +1,14 @@
 //! The machine and kernel switches a run takes (`--set KEY=VALUE` besides the
-//! workload's own parameters), one entry each: its key, what it means and its
-//! default (the words `tlbkit list machines`, the JSON catalogue, the sweep
-//! schema and the error for an unknown key all read), and how its value is
-//! checked and applied to the run's [`MachineParams`]. The kernel's on|off
-//! behaviours are declared in `crate::toggle` and join these as switches
-//! ([`all`]). Adding a switch is an entry here (or a toggle there) and its
-//! use where the machine or kernel reads it; nothing else tests its name.
+//! workload's own parameters), one entry each in the `valued!` list below:
+//! its key, type, words and default, how its value is checked, and what the
+//! run's printed settings say of it. From the list come the field of
+//! [`Values`] that holds it, and the words `tlbkit list machines`, the JSON
+//! catalogue, the sweep schema, the Python keywords and the error for an
+//! unknown key all read. The kernel's on|off behaviours are declared in
+//! `crate::toggle` and join these as switches ([`all`]). Adding a switch is
+//! an entry here (or a toggle there) and its use where the machine or kernel
+//! reads it (for a value the simulator or the policy's builder takes, the
+//! line of `run.rs` that hands it over); nothing else tests its name.
 
 use super::resolve::{bad_setting, linux_only, on_off, out_of_range, MachineParams};
 use super::*;
@@ -178,104 +181,167 @@ fn set_toggle(s: &mut Setting<'_>) -> Result<(), Error> {
     Ok(())
 }
 
-/// The machine's and the run's switches, in the order `tlbkit list machines`
-/// gives them, before the kernel's toggles ([`all`]).
-static SWITCHES: &[Switch] = &[
-    Switch {
-        key: "asid_bits",
+/// What a switch's default and its printed value may depend on: the run's
+/// machine (its `kernel` the run's), policy and size.
+pub(super) struct Context<'a> {
+    pub(super) preset: &'a Preset,
+    pub(super) pol: &'static PolicyDef,
+    pub(super) cpus: usize,
+    /// The sockets the machine has (`--set sockets`, read before the rest).
+    pub(super) sockets: usize,
+}
+
+/// What the run's printed settings say of its switches: the machine's and
+/// the run's as their entries say, then the kernel's toggles the run gave
+/// (only those, so that runs without them read as before).
+pub(super) fn shown(mp: &MachineParams, cx: &Context<'_>) -> Vec<(&'static str, serde_json::Value)> {
+    let mut out = mp.values.shown(cx);
+    out.extend(Toggle::all().filter_map(|t| mp.toggles.given(t).map(|on| (t.def().key, word(on)))));
+    out
+}
+
+/// The words of an on|off value in the run's printed settings.
+fn word(on: bool) -> serde_json::Value {
+    json!(if on { "on" } else { "off" })
+}
+
+/// Declares the machine's and the run's switches, once each: the field of
+/// [`Values`] that holds it (named as its key, of its type) and its entry in
+/// [`SWITCHES`], in the order `tlbkit list machines` gives them, before the
+/// kernel's toggles ([`all`]). Each entry says:
+/// - `doc`: its words, the values it takes and its default;
+/// - `applies_to` (optional): the policies that take it, in words;
+/// - `default`: its value where `--set` does not give it;
+/// - `set`: the value checked (and anything else it sets on the run);
+/// - `show`: what the run's printed settings say of it, if anything.
+///
+/// Its use is where the machine or kernel reads `Values`' field.
+macro_rules! valued {
+    (@applies) => { String::new };
+    (@applies $applies:expr) => { $applies };
+    ($($key:ident: $ty:ty {
+        doc: $doc:expr,
+        $(applies_to: $applies:expr,)?
+        default: $default:expr,
+        set: $set:expr,
+        show: $show:expr $(,)?
+    })*) => {
+        /// The value of each of the machine's and the run's switches
+        /// ([`SWITCHES`]), as given or by default.
+        pub(super) struct Values {
+            $(pub(super) $key: $ty,)*
+        }
+
+        impl Values {
+            /// Every switch at its default on `cx`.
+            pub(super) fn defaults(cx: &Context<'_>) -> Values {
+                Values {
+                    $($key: {
+                        let default: fn(&Context<'_>) -> $ty = $default;
+                        default(cx)
+                    },)*
+                }
+            }
+
+            /// What the run's printed settings say of these values.
+            pub(super) fn shown(&self, cx: &Context<'_>) -> Vec<(&'static str, serde_json::Value)> {
+                let mut out = Vec::new();
+                $({
+                    let show: fn(&Values, &Context<'_>) -> Option<serde_json::Value> = $show;
+                    out.extend(show(self, cx).map(|v| (stringify!($key), v)));
+                })*
+                out
+            }
+        }
+
+        static SWITCHES: &[Switch] = &[$(Switch {
+            key: stringify!($key),
+            doc: $doc,
+            applies_to: valued!(@applies $($applies)?),
+            set: |s| {
+                let set: fn(&mut Setting<'_>) -> Result<$ty, Error> = $set;
+                s.mp.values.$key = set(s)?;
+                Ok(())
+            },
+        }),*];
+    };
+}
+
+valued! {
+    asid_bits: u8 {
         doc: "ASID width in bits (the preset's supported widths)",
-        applies_to: String::new,
+        default: |cx| cx.preset.asid_bits[0],
         set: |s| {
             let b = s.num()?;
             if b.fract() != 0.0 || b > 16.0 || !s.preset.asid_bits.contains(&(b as u8)) {
                 let choices = s.preset.asid_bits.iter().map(|b| b.to_string()).collect();
                 return Err(s.unsupported("asid_bits", choices));
             }
-            s.mp.asid_bits = b as u8;
-            Ok(())
+            Ok(b as u8)
         },
-    },
-    Switch {
-        key: "spec_rate",
+        show: |v, _| Some(json!(v.asid_bits)),
+    }
+    spec_rate: f64 {
         doc: "probability of a speculative TLB fill per user operation, 0..1 (default 0.02)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.spec_rate = s.num_in(0.0..=1.0, "0 to 1")?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "migration",
+        default: |_| 0.02,
+        set: |s| s.num_in(0.0..=1.0, "0 to 1"),
+        show: |v, _| Some(json!(v.spec_rate)),
+    }
+    migration: Option<bool> {
         doc: "on|off: let the scheduler move threads between CPUs: wake-affine placement and load balancing for cfs and \
          eevdf, balanced wake-ups and idle stealing for fifo (default: on for cfs and eevdf, as Linux balances, off \
          for fifo)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.migration = Some(s.on_off()?);
-            Ok(())
-        },
-    },
-    Switch {
-        key: "swap",
+        default: |_| None,
+        set: |s| s.on_off().map(Some),
+        show: |v, _| Some(word(v.migration())),
+    }
+    swap: SwapKind {
         doc: "zram|nvme: the device MADV_PAGEOUT writes to and a swap-in fault reads from (default zram: lzo-rle, \
          compressed on the CPU)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.mm.swap = s.choice(&SwapKind::ALL, SwapKind::name)?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "sched",
+        default: |_| SwapKind::default(),
+        set: |s| s.choice(&SwapKind::ALL, SwapKind::name),
+        show: |v, _| Some(json!(v.swap.name())),
+    }
+    sched: SchedKind {
         doc: "fifo|cfs|eevdf: the scheduler (default: the preset's kernel's: eevdf for Linux v6.6 and later, cfs for \
          earlier Linux, fifo for the FreeBSD presets)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.sched = s.choice(&SchedKind::ALL, SchedKind::name)?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "slice_us",
+        default: |cx| cx.preset.kernel.sched(),
+        set: |s| s.choice(&SchedKind::ALL, SchedKind::name),
+        show: |v, _| Some(json!(v.sched.name())),
+    }
+    slice_us: Option<f64> {
         doc: "time slice in microseconds: fifo's slice (default 4000); for cfs and eevdf, when given, the base slice \
          (eevdf) or minimum granularity (cfs, latency 8 times it) instead of the kernel's scaled default",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.slice_us = s.num_in(1.0..=1e6, "1 to 1000000")?;
-            s.mp.slice_set = true;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "jitter",
+        default: |_| None,
+        set: |s| s.num_in(1.0..=1e6, "1 to 1000000").map(Some),
+        show: |v, _| Some(json!(v.fifo_slice_us())),
+    }
+    jitter: Option<f64> {
         doc: "0..0.5: spread every compute time and system-call path by a random factor in [1-jitter, 1+jitter] drawn \
          from the seed, so that seeds differ as runs of a real machine do (default 0: none, nothing drawn)",
-        applies_to: String::new,
+        default: |_| None,
         set: |s| {
-            // Kept with the workload's parameters, which the run's phases are set
-            // up from, and printed with them only when given.
+            // Kept with the workload's parameters, which the run's phases are
+            // set up from, and printed with them only when given.
             let j = s.num_in(0.0..=0.5, "0 to 0.5")?;
             s.params.insert(JITTER.to_string(), j);
-            Ok(())
+            Ok(Some(j))
         },
-    },
-    Switch {
-        key: "noise",
+        show: |_, _| None,
+    }
+    noise: bool {
         doc: "on|off: the seed draws what varies between runs of a real machine: the tick's phase, each IPI's delivery \
          latency and each wake-up's, around their means (default on; off: every seed the same timing, as before \
          this setting existed)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.noise = s.on_off()?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "smt",
+        default: |_| true,
+        set: |s| s.on_off(),
+        show: |_, _| None,
+    }
+    smt: Option<bool> {
         doc: "on|off, or the threads per core: on a machine whose cores run two threads, whether a core's threads \
          share its speed while both run (on, the default: each runs its software at the machine's smt_share of the \
          core) or every CPU is a core of its own (off, or 1); 2 is on for a machine of two threads per core",
-        applies_to: String::new,
+        default: |_| None,
         set: |s| {
             let threads = s.preset.threads.per_core;
             let on = match s.value {
@@ -297,46 +363,44 @@ static SWITCHES: &[Switch] = &[
                     format!("{} has one thread per core: nothing to share (smt=off is what it runs)", s.preset.name),
                 ));
             }
-            s.mp.smt = Some(on);
-            Ok(())
+            Ok(Some(on))
         },
-    },
-    Switch {
-        key: "numa",
+        show: |v, _| v.smt.map(word),
+    }
+    numa: usize {
         doc: "NUMA nodes the machine is booted with (the preset's choices, e.g. altra: 1 or 2)",
-        applies_to: String::new,
+        default: |cx| cx.preset.numa[0],
         set: |s| {
             let n = s.num()?;
             if n.fract() != 0.0 || !s.preset.numa.contains(&(n as usize)) {
                 let choices = s.preset.numa.iter().map(|n| n.to_string()).collect();
                 return Err(s.unsupported("numa", choices));
             }
-            s.mp.numa = n as usize;
-            Ok(())
+            Ok(n as usize)
         },
-    },
-    Switch {
-        key: SOCKETS,
+        show: |v, _| Some(json!(v.numa)),
+    }
+    sockets: usize {
         doc: "sockets of the preset's kind (default: the real machine's); more model a larger machine, so that --cpus \
          may exceed the preset's cores (up to 4096 CPUs)",
-        // Read before the others, since the CPU count depends on it (`resolve::sockets`).
-        applies_to: String::new,
-        set: |_| Ok(()),
-    },
-    Switch {
-        key: "kpti",
+        // Read and checked before the others, since the CPU count depends on
+        // it ([`sockets`]): its default is what that read.
+        default: |cx| cx.sockets,
+        set: |s| Ok(s.mp.values.sockets),
+        show: |_, _| None,
+    }
+    kpti: bool {
         doc: "on|off: arm64-linux with kernel page-table isolation, halving the usable ASIDs (default off)",
         applies_to: || "the arm64-linux policies".into(),
-        set: |s| {
-            s.mp.kpti = s.switch_on(s.pol.switches.kpti)?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "flush_ceiling",
+        default: |_| false,
+        set: |s| s.switch_on(s.pol.switches.kpti),
+        show: |v, cx| cx.pol.switches.kpti.then(|| word(v.kpti)),
+    }
+    flush_ceiling: Option<u64> {
         doc: "0..4096: x86 Linux kernels only; tlb_single_page_flush_ceiling, the pages above which a range flush becomes \
          a full flush (default 33, the kernel's; 0: every range a full flush)",
         applies_to: || "the x86 Linux policies".into(),
+        default: |_| None,
         set: |s| {
             if !s.pol.switches.flush_ceiling {
                 return Err(s.not_taken());
@@ -345,38 +409,40 @@ static SWITCHES: &[Switch] = &[
             if !(0.0..=4096.0).contains(&n) || n.fract() != 0.0 {
                 return Err(out_of_range(s.key, s.value, "a whole number of pages from 0 to 4096"));
             }
-            s.mp.flush_ceiling = Some(n as u64);
-            Ok(())
+            Ok(Some(n as u64))
         },
-    },
-    Switch {
-        key: "pti",
+        // Shown when given only, so that runs at the kernel's default read as
+        // before it existed.
+        show: |v, _| v.flush_ceiling.map(|n| json!(n)),
+    }
+    pti: bool {
         doc: "on|off: x86 Linux with PCIDs only (x86-linux-pcid, -512, -513, -613, -lazytrim); page-table isolation \
          (v4.15+): a CR3 write at every kernel entry and exit, and a user PCID flushed per page by INVPCID, or \
          whole at the next return to user on machines without INVPCID (default: on where the kernel turns it on, \
          a Meltdown-affected CPU under Linux v4.15 or later; the run's kernel and pti say which)",
         applies_to: || format!("{} (x86 Linux with PCIDs, without INVLPGB)", takers(|s| s.pti).join(", ")),
-        set: |s| {
-            s.mp.pti = s.switch_on(s.pol.switches.pti)?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "tlbi_range",
+        // On where the kernel turns it on (a Meltdown-affected CPU, Linux
+        // v4.15 on) and the policy models it.
+        default: |cx| cx.pol.switches.pti && cx.preset.meltdown && cx.preset.kernel.pti_on_meltdown(),
+        set: |s| s.switch_on(s.pol.switches.pti),
+        show: |v, cx| cx.pol.switches.pti.then(|| word(v.pti)),
+    }
+    tlbi_range: bool {
         doc: "on|off: arm64-linux kernels only; flush ranges with FEAT_TLBIRANGE range operations (TLBI RVAE1IS), the \
          whole-ASID fallback only past 2^21 pages (default: the machine's, on for graviton4)",
         applies_to: || "the arm64-linux policies".into(),
-        set: |s| {
-            s.mp.tlbi_range = s.switch_on(s.pol.switches.tlbi_range)?;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "tlb_mode",
+        // A machine's own FEAT_TLBIRANGE reaches only the policies that use it.
+        default: |cx| cx.preset.tlbi_range && cx.pol.switches.tlbi_range,
+        set: |s| s.switch_on(s.pol.switches.tlbi_range),
+        // Shown when on only, so that runs without range operations read as
+        // before it existed.
+        show: |v, _| v.tlbi_range.then(|| json!("on")),
+    }
+    tlb_mode: Option<u32> {
         doc: "arm64-linux-tlbmode and its fix only: the tlb_mode= word, decimal or 0x hex: bits 0-9 the most CPUs in mm_cpumask \
          flushed by IPIs (above: broadcast; 0: always broadcast), bit 10 (0x400) local flushes of an mm only this \
          CPU ran, bit 12 (0x1000) no flush of an mm no CPU ran (default: log2(cpus) | 0x1400)",
-        applies_to: String::new,
+        default: |_| None,
         set: |s| {
             if s.pol.switches.tlb_mode.is_none() {
                 let takes = POLICIES.iter().filter(|p| p.switches.tlb_mode.is_some()).map(|p| p.name).collect();
@@ -387,49 +453,75 @@ static SWITCHES: &[Switch] = &[
                 None => s.value.parse(),
             };
             let want = "give the mode word as a number, decimal or 0x hex (e.g. 0x1404)";
-            s.mp.tlb_mode = Some(word.map_err(|_| bad_setting(s.key, s.value, want))?);
-            Ok(())
+            Ok(Some(word.map_err(|_| bad_setting(s.key, s.value, want))?))
         },
-    },
-    Switch {
-        key: "contpte",
+        show: |v, cx| cx.pol.switches.tlb_mode.map(|default| {
+            json!(format!("{:#x}", v.tlb_mode.unwrap_or_else(|| default(cx.cpus))))
+        }),
+    }
+    contpte: Option<ContMode> {
         doc: "off|folios|on: arm64-linux kernels only (folios: x86-64 Linux kernels too, which have large folios but \
          no contiguous bit); 64 KB folios for anonymous memory and files, mapped with the contiguous bit (on) or \
          without (folios, origin 004's baseline) (default off)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.contpte.mode = s.choice(&ContMode::ALL, ContMode::name)?;
-            s.mp.contpte.report = true;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "teardown",
+        default: |_| None,
+        set: |s| s.choice(&ContMode::ALL, ContMode::name).map(Some),
+        show: |v, _| v.contpte_reported().then(|| json!(v.contpte().mode.name())),
+    }
+    teardown: Option<Teardown> {
         doc: "noopt|simple|robust|clear_ptes: how exit tears contiguous blocks down with contpte=on (default clear_ptes)",
-        applies_to: String::new,
-        set: |s| {
-            s.mp.contpte.teardown =
-                Teardown::from_name(s.value).map_err(|e| bad_setting(s.key, s.value, e.to_string()))?;
-            s.mp.contpte.report = true;
-            s.mp.teardown_set = true;
-            Ok(())
-        },
-    },
-    Switch {
-        key: "memcg_depth",
+        default: |_| None,
+        set: |s| Teardown::from_name(s.value).map(Some).map_err(|e| bad_setting(s.key, s.value, e.to_string())),
+        show: |v, _| v.contpte_reported().then(|| json!(v.contpte().teardown.name())),
+    }
+    memcg_depth: Option<u32> {
         doc: "0..16: Linux machines only; the memory cgroup the tasks run in, as levels below the root: 0, the root \
          cgroup, is never charged; at depth d each charge of a CPU's stock and each uncharge updates d + 1 page \
          counters, the cgroup's, its ancestors' and the root's (default: 2, a systemd service's \
          /system.slice/NAME.service, for kernels from v4.16, when systemd v238 turned memory accounting on; 0 before)",
-        applies_to: String::new,
+        default: |_| None,
         set: |s| {
             linux_only(s.preset, s.key, s.value, "which has no memory cgroups")?;
             let n = s.num()?;
             if !(0.0..=f64::from(crate::sim::MEMCG_DEPTH_MAX)).contains(&n) || n.fract() != 0.0 {
                 return Err(out_of_range(s.key, s.value, "a whole number of levels from 0 to 16"));
             }
-            s.mp.mm.memcg_depth = Some(n as u32);
-            Ok(())
+            Ok(Some(n as u32))
         },
-    },
-];
+        show: |v, _| v.memcg_depth.map(|d| json!(d)),
+    }
+}
+
+/// The FIFO class's time slice where `--set slice_us` does not give one, in
+/// microseconds.
+const FIFO_SLICE_US: f64 = 4000.0;
+
+impl Values {
+    /// Whether threads may move between CPUs: as given, else on for the fair
+    /// classes (Linux balances by default), off for FIFO.
+    pub(super) fn migration(&self) -> bool {
+        self.migration.unwrap_or(self.sched.is_fair())
+    }
+
+    /// The FIFO class's time slice: as given, else [`FIFO_SLICE_US`].
+    pub(super) fn fifo_slice_us(&self) -> f64 {
+        self.slice_us.unwrap_or(FIFO_SLICE_US)
+    }
+
+    /// Whether the run reports the contpte metrics and settings: when
+    /// `contpte` or `teardown` was given, so that other runs print what they
+    /// always did.
+    pub(super) fn contpte_reported(&self) -> bool {
+        self.contpte.is_some() || self.teardown.is_some()
+    }
+
+    /// Large folios and contiguous PTEs as given (off by default).
+    pub(super) fn contpte(&self) -> ContpteConfig {
+        let off = ContpteConfig::default();
+        ContpteConfig {
+            mode: self.contpte.unwrap_or(off.mode),
+            teardown: self.teardown.unwrap_or(off.teardown),
+            report: self.contpte_reported(),
+            ..off
+        }
+    }
+}
