@@ -183,6 +183,20 @@ pub enum Sys {
         /// Pages mapped.
         pages: u64,
     },
+    /// A kernel module's direct call of the policy's range flush
+    /// (`flush_tlb_range` on Linux, `pmap_invalidate_range` on FreeBSD) for
+    /// `pages` pages of this address space at `va`, with no PTE changed: the
+    /// flush alone, as a test module that calls `__flush_tlb_range` in a loop
+    /// times it, or a tracepoint around `flush_tlb_mm_range`. The pages must
+    /// be mapped. [`crate::sim::Stats::flush_cycles`] counts the call's own
+    /// time (without the system call's entry and exit, which stand for the
+    /// module's loop).
+    FlushRange {
+        /// First page.
+        va: u64,
+        /// Pages.
+        pages: u64,
+    },
     /// Creates a pipe (or eventfd); returns its id.
     Pipe,
     /// Creates a pipe that holds at most `cap` tokens (a pipe's 64 KiB buffer

@@ -10,6 +10,7 @@ mod common;
 
 mod batched_unmap_flush;
 mod contpte;
+mod flush_call;
 mod flush_ceiling;
 mod history_workloads;
 mod jitter;

@@ -209,10 +209,7 @@ impl Sim {
     /// flushes the span of pages actually zapped (Linux's `mmu_gather` grows its
     /// range only when it clears a PTE, and flushes nothing when it cleared none).
     pub(super) fn madvise_dontneed(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
-        let end = va + pages * 4096;
-        let covered: u64 =
-            self.kern.mm(mm).vmas().iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
-        if !va.is_multiple_of(4096) || covered != pages {
+        if !self.all_mapped(mm, va, pages) {
             self.error.get_or_insert(format!(
                 "madvise: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
             ));
@@ -225,6 +222,29 @@ impl Sim {
         let now = self.zap_range(cpu, Zap { mm, va, pages, change: "madvise" }, now);
         self.kern.mm_mut(mm).end_munmap();
         now
+    }
+
+    /// Returns whether `pages` pages at `va` are page-aligned and all mapped in `mm`.
+    fn all_mapped(&self, mm: MmId, va: u64, pages: u64) -> bool {
+        let end = va + pages * 4096;
+        let covered: u64 =
+            self.kern.mm(mm).vmas().iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();
+        va.is_multiple_of(4096) && covered == pages
+    }
+
+    /// [`Sys::FlushRange`]: the policy's range flush of `pages` pages at `va`,
+    /// called directly (a kernel module's call), no PTE changed; returns when
+    /// the call returns. The pages must be mapped.
+    pub(super) fn flush_call(&mut self, cpu: usize, mm: MmId, va: u64, pages: u64, now: u64) -> u64 {
+        if pages == 0 || !self.all_mapped(mm, va, pages) {
+            self.error.get_or_insert(format!(
+                "a flush call: {pages} page(s) at {va:#x} are not all mapped (or not page-aligned) in {mm}"
+            ));
+            return now;
+        }
+        let seq = self.oracle.next_seq();
+        let pf = self.open_flush(cpu, mm, FlushWhat::Range(va, pages), "flush_call", seq, Vec::new(), Vec::new(), now);
+        self.flush(cpu, pf, now)
     }
 
     /// Clears the present PTEs of the pages `zap` names, flushes the span of

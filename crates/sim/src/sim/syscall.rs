@@ -17,6 +17,7 @@ impl Sim {
                     | Sys::Mprotect { .. }
                     | Sys::Madvise { .. }
                     | Sys::MadvisePageout { .. }
+                    | Sys::FlushRange { .. }
                     | Sys::Fork(_)
                     | Sys::ForkOn(..)
                     | Sys::Execve
@@ -34,6 +35,7 @@ impl Sim {
                 | Sys::Mprotect { .. }
                 | Sys::Madvise { .. }
                 | Sys::MadvisePageout { .. }
+                | Sys::FlushRange { .. }
         ) {
             // These end in a flush of the address space whose first reads on
             // the issuing TLB (its ASID filter and count) a large machine's
@@ -108,6 +110,7 @@ impl Sim {
             }
             Sys::Execve => self.execve(cpu, tid, now),
             Sys::KernelMapCycle { pages } => self.kmap_cycle(cpu, pages, now),
+            Sys::FlushRange { va, pages } => self.flush_call(cpu, mm, va, pages, now),
             Sys::Pipe => self.new_pipe(tid, u64::MAX, now),
             Sys::PipeBounded(cap) => self.new_pipe(tid, cap.max(1), now),
             Sys::PipeWrite(p) => self.pipe_write(cpu, tid, p, now),

@@ -222,3 +222,38 @@ fn latr_defers_munmap_flushes_and_frees_only_on_completion() {
     assert!(completed >= 19, "only {completed} of {} lazy flushes completed", sim.stats.lazy_flushes);
     assert!(sim.stats.ticks > 0);
 }
+
+/// A process that maps `pages` pages and calls the range flush on `flushed`
+/// pages from the mapping's start.
+struct FlushCall {
+    pages: u64,
+    flushed: u64,
+    step: u32,
+}
+
+impl Program for FlushCall {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: self.pages, write: true }),
+            2 => Op::Sys(Sys::FlushRange { va: ret, pages: self.flushed }),
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn a_flush_call_past_the_mapping_is_an_error() {
+    let run = |flushed| {
+        let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::named("westmere"), 1, 1) };
+        let mut sim = Sim::new(cfg, LinuxX86::new(1, 4, true));
+        sim.spawn(Box::new(FlushCall { pages: 2, flushed, step: 0 })).unwrap();
+        while sim.step() {}
+        sim.error
+    };
+    assert_eq!(run(2), None);
+    for flushed in [0, 3] {
+        let e = run(flushed).unwrap_or_else(|| panic!("flushing {flushed} of 2 mapped pages was taken"));
+        assert!(e.starts_with(&format!("a flush call: {flushed} page(s) at ")), "{e}");
+    }
+}

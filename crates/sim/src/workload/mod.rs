@@ -50,6 +50,7 @@ pub mod apache_like;
 pub mod buildkernel;
 pub mod exit_teardown;
 pub mod fileserver;
+pub mod flush_call;
 pub mod flush_range;
 pub mod hackbench;
 pub mod lat_ctx;
@@ -242,6 +243,7 @@ pub const WORKLOADS: &[WorkloadDef] = &[
     redis_like::DEF,
     lat_proc::DEF,
     flush_range::DEF,
+    flush_call::DEF,
     microbench::DEF,
     swap_w_seq_mt::DEF,
     will_it_scale_tlb_flush1::DEF,

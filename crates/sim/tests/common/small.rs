@@ -96,6 +96,10 @@ pub const SMALL: &[(&str, &[&str])] = &[
     // thread protects 65 pages read-only and back: range flushes (by range
     // operations with tlbi_range=on) of an mm running everywhere.
     ("flush_range", &["pages=65", "iters=2"]),
+    // A kernel module's direct range flushes of 65 mapped pages, no PTE
+    // changed: past x86 Linux's 33-page ceiling (a full flush), and on arm64
+    // 65 TLBIs, or a range operation and one TLBI with tlbi_range=on.
+    ("flush_call", &["pages=65", "calls=2"]),
     // calibrate's shootdown: a thread on CPU 1 reading a page that the one on
     // CPU 0 makes read-only and writable again (a remote flush each time).
     ("microbench", &["bench=8", "ops=20"]),
