@@ -24,7 +24,7 @@ impl Sim {
             )
         {
             self.error.get_or_insert(
-                "a kernel thread has no user address space to map, unmap, protect, advise, fork or exec".into(),
+                "a kernel thread has no user address space to map, unmap, protect, advise, flush, fork or exec".into(),
             );
             return now;
         }
