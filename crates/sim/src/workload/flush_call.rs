@@ -92,7 +92,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// Returns `us_per_call` and `cycles_per_call`: the flush cycles between the
 /// two marks over the timed calls.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let mark = |name: &str| sim.marks.iter().find(|(n, _, _)| *n == name).map(|(_, _, s)| s.flush_cycles);
+    let mark = |name: &str| sim.mark_stats(name).map(|s| s.flush_cycles);
     let (Some(start), Some(end)) = (mark("calls_start"), mark("calls_end")) else {
         return Err(super::unmeasured(DEF.name, "the timed calls did not all run".to_string()));
     };
