@@ -64,6 +64,9 @@ use super::saved::{Reader, Writer};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use words::{populate, Words};
+
+mod words;
 
 /// Bits of a state hash the visited set keeps (its fingerprint).
 pub const FINGERPRINT_BITS: u32 = 60;
@@ -199,6 +202,11 @@ impl Part {
                 }
             }
             if word & !MASK_BITS == key {
+                if word & MASK_BITS & !asleep == 0 {
+                    // Nothing to narrow (a mask only narrows, so a later
+                    // word would not differ): no write to the line.
+                    return Ok(Visit::Again { fresh: 0 });
+                }
                 // Keep the transitions both this visit and the earlier ones left asleep.
                 let before = slot.fetch_and(!MASK_BITS | asleep, Ordering::AcqRel) & MASK_BITS;
                 let fresh = before & !asleep;
@@ -626,107 +634,6 @@ pub(super) fn save_entries(w: &mut Writer, entries: &[(u64, u64)]) {
     }
 }
 
-/// A part's slots: zeroed words in a mapping of their own, so that a part's
-/// untouched pages take no memory (the table starts at 8 MiB of slots, and
-/// a small search touches few), asked for transparent huge pages from 2 MiB
-/// up (a visit of a new state reads a random slot of a table that may reach
-/// gigabytes; with 4 KiB pages nearly every such read also missed the TLB).
-struct Words {
-    ptr: std::ptr::NonNull<AtomicU64>,
-    len: usize,
-}
-
-// SAFETY: `Words` owns its memory, as a `Box<[AtomicU64]>` would, and
-// `AtomicU64` is `Sync`.
-unsafe impl Send for Words {}
-// SAFETY: as above; shared access goes through `&[AtomicU64]`.
-unsafe impl Sync for Words {}
-
-/// Parts this big or bigger are asked for huge pages.
-const HUGE: usize = 2 << 20;
-
-impl Words {
-    /// `len` zeroed words; a mapping that fails is an allocation failure
-    /// (the process stops, as on any; `--max-memory` is the cap that stops a
-    /// search with its save instead).
-    fn new(len: usize) -> Words {
-        let bytes = len * 8;
-        // SAFETY: a fresh private anonymous mapping (zeroed by the kernel).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            std::alloc::handle_alloc_error(std::alloc::Layout::array::<u64>(len).expect("a part's size"));
-        }
-        if bytes >= HUGE {
-            // SAFETY: our mapping; the advice only asks for huge pages, and failing it is harmless.
-            unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
-        }
-        let ptr = std::ptr::NonNull::new(p as *mut AtomicU64).expect("mmap returns no null mapping");
-        Words { ptr, len }
-    }
-}
-
-/// Faults every page of a part's slots `w` in, for writing, without
-/// changing them: a grown part's before it is published, and the first
-/// parts' of a table when its first [`Visitor`] comes or states are first
-/// admitted in bulk (`Table::fault_in`).
-///
-/// Left to the visits, the first look at an empty slot maps the kernel's
-/// shared zero page there, and the claim that writes the slot then breaks
-/// that copy-on-write: the kernel replaces the entry and flushes it from
-/// the TLB of every CPU the process runs on, an interrupt to each other
-/// worker, with the workers taking turns at the page table's lock. With two
-/// workers that cost the search a third of its CPU time, in the kernel (see
-/// `bench/2026-11-29-check-table-prefault.md`). Faulted here, every page is
-/// written once and none is mapped shared. The pages are the ones a search
-/// touches anyway: its hashes spread over every page of a part long before
-/// the part is full.
-fn populate(w: &Words) {
-    populate_with(w, true);
-}
-
-/// [`populate`], with the kernel's advice first if `advise` (else only the
-/// writes an older kernel gets, which a test runs on their own).
-fn populate_with(w: &Words, advise: bool) {
-    let (p, bytes) = (w.ptr.as_ptr() as *mut libc::c_void, w.len * 8);
-    // SAFETY: our private mapping of `bytes`; the advice only faults its
-    // pages in, keeping their contents (Linux 5.14 and later; an older
-    // kernel refuses it).
-    if advise && unsafe { libc::madvise(p, bytes, libc::MADV_POPULATE_WRITE) } == 0 {
-        return;
-    }
-    // A write to a word of each page that changes nothing, atomic because
-    // visitors may be claiming slots in the part meanwhile: a
-    // compare-and-swap, which writes even when it fails (an idempotent
-    // `fetch_or(0)` may be compiled to a load, which would map the zero page).
-    w.iter().step_by(4096 / 8).for_each(|word| {
-        let _ = word.compare_exchange(0, 0, Ordering::Relaxed, Ordering::Relaxed);
-    });
-}
-
-impl std::ops::Deref for Words {
-    type Target = [AtomicU64];
-    fn deref(&self) -> &[AtomicU64] {
-        // SAFETY: `len` words, owned, zero-initialised (a valid `AtomicU64`).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for Words {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping of this size.
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len * 8) };
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -866,46 +773,5 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert!(t.drain_changes(true).is_empty());
-    }
-
-    /// How many of the `n` pages from `addr` are mapped to a page of this
-    /// process's own, from `/proc/self/pagemap` (present and exclusively
-    /// mapped: the zero page, mapped where a page was only read, is neither
-    /// this process's nor counted as mapped exclusively).
-    /// `None` where the kernel gives no page map.
-    #[cfg(target_os = "linux")]
-    fn own_pages(addr: usize, n: usize) -> Option<usize> {
-        use std::io::{Read, Seek, SeekFrom};
-        let mut f = std::fs::File::open("/proc/self/pagemap").ok()?;
-        f.seek(SeekFrom::Start((addr / 4096 * 8) as u64)).ok()?;
-        let mut buf = vec![0u8; n * 8];
-        f.read_exact(&mut buf).ok()?;
-        Some(
-            buf.chunks(8)
-                .filter(|e| u64::from_le_bytes((*e).try_into().expect("8 bytes")) >> 56 & 0x81 == 0x81)
-                .count(),
-        )
-    }
-
-    /// Both ways of faulting a part's pages in leave every page resident
-    /// and its contents as they were; a read alone maps the zero page (so
-    /// the writes are what count).
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn faulting_a_part_in_makes_every_page_resident_and_changes_nothing() {
-        for advise in [true, false] {
-            let w = Words::new(16 * 512);
-            let at = w.ptr.as_ptr() as usize;
-            assert_eq!(w[5].load(Ordering::Relaxed), 0);
-            let Some(before) = own_pages(at, 16) else {
-                eprintln!("skipped: no /proc/self/pagemap to read");
-                return;
-            };
-            assert_eq!(before, 0, "a read maps the zero page, no page of its own");
-            w[1000].store(7, Ordering::Relaxed);
-            populate_with(&w, advise);
-            assert_eq!(own_pages(at, 16), Some(16), "advise: {advise}");
-            assert!(w.iter().enumerate().all(|(i, x)| x.load(Ordering::Relaxed) == u64::from(i == 1000) * 7));
-        }
     }
 }
