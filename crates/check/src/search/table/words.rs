@@ -27,7 +27,7 @@ const RESERVE_BYTES: [usize; 2] = [1 << 40, 1 << 36];
 /// mapping of their own, whose untouched pages take no memory (the table
 /// starts at 8 MiB of slots, and a small search touches few).
 pub(super) struct Words {
-    pub(super) ptr: std::ptr::NonNull<AtomicU64>,
+    ptr: std::ptr::NonNull<AtomicU64>,
     len: usize,
     /// Carved from the reservation (else a mapping of its own).
     reserved: bool,
@@ -202,8 +202,8 @@ impl std::ops::Deref for Words {
 impl Drop for Words {
     fn drop(&mut self) {
         let (p, bytes) = (self.ptr.as_ptr() as usize, self.len * 8);
-        match Reserve::get() {
-            Some(r) if self.reserved => r.give(p, bytes),
+        match RESERVE.get() {
+            Some(Some(r)) if self.reserved => r.give(p, bytes),
             // SAFETY: our own mapping of this size.
             _ => unsafe {
                 libc::munmap(p as *mut libc::c_void, bytes);
