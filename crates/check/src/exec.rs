@@ -924,7 +924,7 @@ mod interrupts;
 mod stale;
 mod state;
 use buffer::{Buffer, Leaving, Stored};
-pub use checkpoint::{run_from, Checkpoints};
+pub use checkpoint::{run_from, steps_run, Checkpoints};
 pub use drive::run;
 use drive::*;
 use hooks::*;

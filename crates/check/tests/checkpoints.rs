@@ -6,6 +6,7 @@
 //! counterexample, checkpoints on or off. (Every other test of the checker
 //! runs with them on, the default.)
 
+use tlbkit_check::exec::steps_run;
 use tlbkit_check::run::check_exhaustive_jobs;
 use tlbkit_check::search::{with_checkpoints, with_reduction};
 use tlbkit_check::{check, CheckReport, CheckSpec};
@@ -95,5 +96,21 @@ fn lazy_flushes_held_across_a_pause_search_alike() {
             "x86-latr: a search too small to tell ({} executions)",
             r.explored.executions
         );
+    }
+}
+
+/// The steps a search runs (`exec::steps_run`, what `tlbkit bench sharded`
+/// reports as the work of a search) are counted, with checkpoints on and
+/// off: at least one for each state reached after the first. (The other
+/// tests of this binary may add to the count meanwhile, so only the least
+/// is asserted.)
+#[test]
+fn the_steps_a_search_runs_are_counted() {
+    let spec = common::small_spec("x86-linux-410", 1, 3);
+    for on in [true, false] {
+        let before = steps_run();
+        let r = with_checkpoints(on, || check_exhaustive_jobs(&spec, 2)).unwrap();
+        let ran = steps_run() - before;
+        assert!(ran + 1 >= r.explored.states, "checkpoints {on}: {ran} steps for {} states", r.explored.states);
     }
 }

@@ -8,8 +8,9 @@
 //! claims the state, and the owner's answer turns it into work or drops
 //! it), `--jobs` workers in all, claims and answers delivered after
 //! `--latency-us`; then the same check with `--jobs` workers sharing one
-//! visited set. It prints the seconds and executions of both, and what
-//! sharding sent: claims, the claims admitted (each a parked execution
+//! visited set. It prints the seconds and executions of both, the steps
+//! each ran (not counting those a checkpoint put back: the work, where
+//! executions count the starts), and what sharding sent: claims, the claims admitted (each a parked execution
 //! replayed), the visits pruned by what owners had said (`known`), bytes
 //! per state, and the largest node's share of the states
 //! (memory per node follows it). The states must be the same, or it fails.
@@ -18,6 +19,7 @@ use crate::error::CliError;
 use crate::table::{Align, Table};
 use clap::Args;
 use std::time::{Duration, Instant};
+use tlbkit_check::exec::steps_run;
 use tlbkit_check::search::{Link, Traffic, MAX_NODES};
 
 /// `tlbkit bench sharded`'s flags.
@@ -50,9 +52,11 @@ struct Row {
     states: u64,
     sharded_s: f64,
     sharded_executions: u64,
+    sharded_steps: u64,
     traffic: Traffic,
     jobs_s: f64,
     jobs_executions: u64,
+    jobs_steps: u64,
 }
 
 /// Runs `tlbkit bench sharded`.
@@ -70,14 +74,14 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
     };
     let spec = super::rounds::standard_spec(&a.policy)?;
     let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
-    let t = Instant::now();
+    let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
-    let jobs_s = t.elapsed().as_secs_f64();
+    let (jobs_s, jobs_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
     let mut rows = Vec::new();
     for &n in &a.nodes {
-        let t = Instant::now();
+        let (t, steps) = (Instant::now(), steps_run());
         let (report, traffic) = tlbkit_check::run::check_exhaustive_sharded(&spec, n, jobs, link)?;
-        let sharded_s = t.elapsed().as_secs_f64();
+        let (sharded_s, sharded_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
         if report.explored.states != local.explored.states
             || report.counterexample.is_some() != local.counterexample.is_some()
         {
@@ -92,9 +96,11 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             states: report.explored.states,
             sharded_s,
             sharded_executions: report.explored.executions,
+            sharded_steps,
             traffic,
             jobs_s,
             jobs_executions: local.explored.executions,
+            jobs_steps,
         });
     }
     let per_state = |r: &Row| r.traffic.bytes as f64 / r.states.max(1) as f64;
@@ -106,10 +112,10 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
                 serde_json::json!({
                     "policy": a.policy, "nodes": r.nodes, "workers": jobs.max(r.nodes), "latency_us": a.latency_us,
                     "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
-                    "sharded_executions": r.sharded_executions, "claims": r.traffic.claims,
+                    "sharded_executions": r.sharded_executions, "sharded_steps": r.sharded_steps, "claims": r.traffic.claims,
                     "admitted": r.traffic.admitted, "known": r.traffic.known, "batches": r.traffic.batches, "steals": r.traffic.steals,
                     "bytes": r.traffic.bytes, "node_states": r.traffic.states,
-                    "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions,
+                    "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions, "jobs_steps": r.jobs_steps,
                 })
             })
             .collect();
@@ -121,12 +127,13 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
          {} µs a batch, batches of {}), against --jobs {jobs}",
         a.policy, a.latency_us, a.batch
     );
-    let mut t = Table::new(&[Align::Right; 10]);
+    let mut t = Table::new(&[Align::Right; 11]);
     t.row([
         "nodes",
         "states",
         "seconds",
         "executions",
+        "steps run",
         "claims",
         "admitted",
         "known",
@@ -140,6 +147,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             r.states.to_string(),
             format!("{:.2}", r.sharded_s),
             format!("{} ({:.2}x)", r.sharded_executions, r.sharded_executions as f64 / r.jobs_executions.max(1) as f64),
+            format!("{} ({:.2}x)", r.sharded_steps, r.sharded_steps as f64 / r.jobs_steps.max(1) as f64),
             r.traffic.claims.to_string(),
             r.traffic.admitted.to_string(),
             r.traffic.known.to_string(),

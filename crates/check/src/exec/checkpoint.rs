@@ -101,12 +101,15 @@ const CO_BYTES: usize = std::mem::size_of::<Co<'static>>();
 /// [`run_from`] share it; dropping it ends the live execution.
 pub struct Checkpoints<P> {
     live: Option<Live>,
+    /// Steps its executions ran, not counting those a checkpoint put back;
+    /// added to [`steps_run`]'s count when it is dropped.
+    ran: u64,
     _policy: PhantomData<fn() -> P>,
 }
 
 impl<P> Default for Checkpoints<P> {
     fn default() -> Self {
-        Checkpoints { live: None, _policy: PhantomData }
+        Checkpoints { live: None, ran: 0, _policy: PhantomData }
     }
 }
 
@@ -116,6 +119,25 @@ impl<P> Checkpoints<P> {
     pub fn new() -> Self {
         Self::default()
     }
+}
+
+impl<P> Drop for Checkpoints<P> {
+    fn drop(&mut self) {
+        STEPS_RUN.fetch_add(self.ran, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Steps run by the executions of every dropped [`Checkpoints`] of this
+/// process, not counting those a checkpoint put back: the work a search did,
+/// where its executions count how often it started one. Each worker adds
+/// its own when it ends (a count per step would be a line every worker
+/// writes), so a search's figure is the difference across it, once its
+/// workers are done: the benchmarks' measure of replay.
+static STEPS_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// See [`STEPS_RUN`].
+pub fn steps_run() -> u64 {
+    STEPS_RUN.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The live execution: a core at a fixed address, the coroutines of its CPUs,
@@ -436,7 +458,11 @@ pub fn run_from<P: Policy>(
     chooser: &mut dyn Chooser,
 ) -> Outcome {
     let resume = chooser.take_resume();
-    let Some(forced) = chooser.forced() else { return run(shape, build, chooser, false) };
+    let Some(forced) = chooser.forced() else {
+        let out = run(shape, build, chooser, false);
+        cp.ran += out.steps as u64;
+        return out;
+    };
     // A parked execution taken up on the live execution it was made on starts
     // at its own checkpoint, put on the path after those the two paths share.
     let resume = resume.and_then(crate::search::Parked::take::<ParkedRun>);
@@ -481,7 +507,9 @@ pub fn run_from<P: Policy>(
     // SAFETY: both outlive this execution, the last use of the core before
     // the next `lend`.
     unsafe { live.core.lend(chooser, &locked) };
+    let restored = from.steps;
     let out = drive(&live.core, &mut live.cos, from, Some(&mut live.saved));
+    cp.ran += out.steps.saturating_sub(restored) as u64;
     live.saved.path.clear();
     live.saved.path.extend_from_slice(&out.choices);
     if let Some(snap) = live.saved.parked.take() {

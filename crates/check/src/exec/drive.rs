@@ -385,7 +385,7 @@ pub(super) type Options<T> = ArrayVec<T, OPTIONS>;
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Resume {
     /// Steps taken so far.
-    steps: usize,
+    pub(super) steps: usize,
     /// The CPU that stepped last (`None` before the first step).
     last: Option<usize>,
     /// The state's hash there, where the search computed one (0 otherwise):
