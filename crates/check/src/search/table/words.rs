@@ -20,8 +20,9 @@ use std::sync::{Mutex, OnceLock};
 /// A huge page's size (x86-64 and arm64 with 4 KiB pages).
 const HUGE: usize = 2 << 20;
 /// Address space the reservation asks for (none of it is memory until
-/// touched); the smaller size is tried where the larger is refused.
-const RESERVE_BYTES: [usize; 2] = [1 << 40, 1 << 36];
+/// touched); the smaller size is tried where the larger is refused (and
+/// neither where the address space is too small to name it).
+const RESERVE_BYTES: [u64; 2] = [1 << 40, 1 << 36];
 
 /// A part's slots: `len` zeroed words, carved from the [`Reserve`] or in a
 /// mapping of their own, whose untouched pages take no memory (the table
@@ -110,6 +111,7 @@ impl Reserve {
         RESERVE
             .get_or_init(|| {
                 RESERVE_BYTES.iter().find_map(|&len| {
+                    let len = usize::try_from(len).ok()?;
                     let p = map(len + HUGE, libc::MAP_NORESERVE)?;
                     // SAFETY: our mapping; the advice only asks for huge pages.
                     unsafe { libc::madvise(p as *mut libc::c_void, len + HUGE, libc::MADV_HUGEPAGE) };
