@@ -7,7 +7,7 @@ use crate::common::{have_cc, stderr, tlbkit};
 use std::process::Command;
 
 /// Today's arch/arm64/mm/context.c, from the C policies' test data.
-const CONTEXT_C: &str = "crates/c/tests/linux/v6.12/arch/arm64/mm/context.c";
+const CONTEXT_C: &str = "third_party/linux/v6.12/arch/arm64/mm/context.c";
 
 #[test]
 fn a_c_policy_without_a_compiler_says_so_in_one_line() {

@@ -34,21 +34,21 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("example-compare.txt", "compare --machine cortex-a72 --cpus 2 --workload mprotect_threaded --policy arm64-freebsd-asid-fix-reserved-ttbr0 --policy arm64-freebsd-asid-activecpu --set iters=20 --set jitter=0.02 --runs 4"),
     ("example-check.txt", "check --policy arm64-freebsd-asid-activecpu"),
     ("list-policies.txt", "list policies"),
-    // Check your kernel patch: the kernel's files are the test data of crates/c/tests/linux.
-    ("kernel-today.txt", "check --c crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --quick --mms 5 --pages 1"),
-    ("kernel-base.txt", "check --c crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --quick --base c:crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"),
-    ("kernel-a8ffaaa060b8.txt", "check --c crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"),
-    ("kernel-5e10f9887ed8-parent.txt", "check --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/mmu.h --cnp"),
-    ("kernel-5e10f9887ed8-tlbi.txt", "check --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h --cnp"),
-    ("kernel-5e10f9887ed8.txt", "check --c crates/c/tests/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/tlbflush.h --c crates/c/tests/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h --cnp --cpus 2 --mms 5 --pages 1 --ops 10 --menu switch,reclaim,unmap-table,exit --memory tso --iterations 20000"),
+    // Check your kernel patch: the kernel's files are the test data of third_party/linux.
+    ("kernel-today.txt", "check --c third_party/linux/v6.12/arch/arm64/mm/context.c --quick --mms 5 --pages 1"),
+    ("kernel-base.txt", "check --c third_party/linux/v6.12/arch/arm64/mm/context.c --quick --base c:third_party/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"),
+    ("kernel-a8ffaaa060b8.txt", "check --c third_party/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"),
+    ("kernel-5e10f9887ed8-parent.txt", "check --c third_party/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c third_party/linux/5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h --c third_party/linux/5e10f9887ed8-parent/arch/arm64/include/asm/mmu.h --cnp"),
+    ("kernel-5e10f9887ed8-tlbi.txt", "check --c third_party/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c third_party/linux/5e10f9887ed8-parent/arch/arm64/include/asm/tlbflush.h --c third_party/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h --cnp"),
+    ("kernel-5e10f9887ed8.txt", "check --c third_party/linux/5e10f9887ed8-parent/arch/arm64/mm/context.c --c third_party/linux/5e10f9887ed8/arch/arm64/include/asm/tlbflush.h --c third_party/linux/5e10f9887ed8/arch/arm64/include/asm/mmu.h --cnp --cpus 2 --mms 5 --pages 1 --ops 10 --menu switch,reclaim,unmap-table,exit --memory tso --iterations 20000"),
     ("kernel-race.txt", "check --c crates/c/tests/constructed/race.c --cpus 2 --mms 3 --pages 1 --asids 16 --ops 3 --mode exhaustive --jobs 1"),
-    ("kernel-compare.txt", "compare --machine altra --cpus 8 --workload mprotect_threaded --policy c:crates/c/tests/linux/v6.12/arch/arm64/mm/context.c --policy arm64-linux --set iters=2000 --set jitter=0.02 --runs 5"),
-    // Check your x86 patch: v6.18.2's arch/x86/mm/tlb.c, test data of crates/c/tests/linux.
-    ("kernel-x86-today.txt", "check --c crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --quick"),
-    ("kernel-x86-compare.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --policy x86-linux-lazytrim --set jitter=0.02 --runs 3"),
-    ("kernel-x86-releases.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v6.14/arch/x86/mm/tlb.c --policy c:crates/c/tests/linux/v6.18.2/arch/x86/mm/tlb.c --set jitter=0.02 --runs 3"),
-    ("kernel-x86-v512-v513.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:crates/c/tests/linux/v5.12.9/arch/x86/mm/tlb.c --policy c:crates/c/tests/linux/v5.13/arch/x86/mm/tlb.c --policy x86-linux-513 --set jitter=0.02 --runs 3"),
-    ("kernel-x86-global-asid-fix.txt", "check --policy c:crates/c/tests/linux/v6.17-hou-2of3/arch/x86/mm/tlb.c+invlpgb=on+sample=every --cpus 4 --mms 6 --pages 2 --asids 32 --memory sc --menu switch,munmap,exit,fork,idle --ops 232 --mode pct --iterations 2000 --script docs/findings/x86-global-asid-max.c.script"),
+    ("kernel-compare.txt", "compare --machine altra --cpus 8 --workload mprotect_threaded --policy c:third_party/linux/v6.12/arch/arm64/mm/context.c --policy arm64-linux --set iters=2000 --set jitter=0.02 --runs 5"),
+    // Check your x86 patch: v6.18.2's arch/x86/mm/tlb.c, test data of third_party/linux.
+    ("kernel-x86-today.txt", "check --c third_party/linux/v6.18.2/arch/x86/mm/tlb.c --quick"),
+    ("kernel-x86-compare.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:third_party/linux/v6.18.2/arch/x86/mm/tlb.c --policy x86-linux-lazytrim --set jitter=0.02 --runs 3"),
+    ("kernel-x86-releases.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:third_party/linux/v6.14/arch/x86/mm/tlb.c --policy c:third_party/linux/v6.18.2/arch/x86/mm/tlb.c --set jitter=0.02 --runs 3"),
+    ("kernel-x86-v512-v513.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:third_party/linux/v5.12.9/arch/x86/mm/tlb.c --policy c:third_party/linux/v5.13/arch/x86/mm/tlb.c --policy x86-linux-513 --set jitter=0.02 --runs 3"),
+    ("kernel-x86-global-asid-fix.txt", "check --policy c:third_party/linux/v6.17-hou-2of3/arch/x86/mm/tlb.c+invlpgb=on+sample=every --cpus 4 --mms 6 --pages 2 --asids 32 --memory sc --menu switch,munmap,exit,fork,idle --ops 232 --mode pct --iterations 2000 --script docs/findings/x86-global-asid-max.c.script"),
     ("litmus.txt", "litmus crates/check/litmus/vmsa"),
 ];
 

@@ -199,7 +199,7 @@ fn a_c_file_edited_after_its_check_is_refused_on_resume_and_replay_in_one_line()
     let dir = scratch("edited");
     std::fs::create_dir_all(&dir).unwrap();
     let (clean, racy, save) = (dir.join("context.c"), dir.join("race.c"), dir.join("save"));
-    std::fs::copy("crates/c/tests/linux/v6.12/arch/arm64/mm/context.c", &clean).unwrap();
+    std::fs::copy("third_party/linux/v6.12/arch/arm64/mm/context.c", &clean).unwrap();
     std::fs::copy("crates/c/tests/constructed/race.c", &racy).unwrap();
     let (clean, racy, save) = (clean.display().to_string(), racy.display().to_string(), save.display().to_string());
     let shape = ["--mode", "exhaustive", "--cpus", "2", "--mms", "2", "--ops", "2", "--pages", "1", "--jobs", "1"];

@@ -158,8 +158,8 @@ def test_a_check_of_a_sound_policy_finds_nothing():
 
 def test_a_c_policy_s_check_counts_its_change_against_a_base_as_the_cli_does(cli):
     # The guide's own example: today's context.c against an older one's.
-    here, older = "c:crates/c/tests/linux/v6.12/arch/arm64/mm/context.c", \
-        "c:crates/c/tests/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"
+    here, older = "c:third_party/linux/v6.12/arch/arm64/mm/context.c", \
+        "c:third_party/linux/a8ffaaa060b8-parent/arch/arm64/mm/context.c"
     r = tlbkit.check(policy=here, quick=True, base=older)
     p = cli("check", "--policy", here, "--quick", "--base", older, "--format", "json")
     assert r.report["code"] == json.loads(p.stdout)["code"]

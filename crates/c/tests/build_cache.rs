@@ -12,7 +12,7 @@ use tlbkit_c::build::{Lib, Options};
 use tlbkit_c::{CPolicy, Sources};
 use tlbkit_policy::{MmId, Policy};
 
-const FILE: &str = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/tests/linux/v6.12/arch/arm64/mm/context.c");
+const FILE: &str = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/../../third_party/linux/v6.12/arch/arm64/mm/context.c");
 
 const OPTIONS: Options = Options::machine(2, 4, 8);
 

@@ -52,7 +52,7 @@ fn the_compiled_file_makes_the_calls_the_rust_port_makes() {
         eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
         return;
     }
-    let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/tests/linux/v6.12/arch/arm64/mm/context.c");
+    let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/../../third_party/linux/v6.12/arch/arm64/mm/context.c");
     let opts = Options::machine(2, 6, 2);
     let lib = Lib::build(&Sources::parse(file).unwrap(), &opts).unwrap_or_else(|e| panic!("{e}"));
     let c = run(&CPolicy::new(&lib, &opts).unwrap_or_else(|e| panic!("{e}")), false);

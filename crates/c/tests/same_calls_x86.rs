@@ -80,7 +80,7 @@ fn the_compiled_x86_file_makes_the_calls_the_rust_port_makes() {
         eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
         return;
     }
-    let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/tests/linux/v6.18.2/arch/x86/mm/tlb.c");
+    let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/../../third_party/linux/v6.18.2/arch/x86/mm/tlb.c");
     let sources = Sources::parse(file).unwrap();
     let opts = Options { checker: true, ..Options::machine(2, 5, 12) }.with_sources(&sources);
     let lib = Lib::build(&sources, &opts).unwrap_or_else(|e| panic!("{e}"));

@@ -38,7 +38,7 @@ fn a_file_at_a_revision_is_read_from_its_git_tree() {
 
 #[test]
 fn headers_replace_shims_by_name_and_options_are_no_files() {
-    let linux = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/linux/5e10f9887ed8-parent/arch/arm64");
+    let linux = concat!(env!("CARGO_MANIFEST_DIR"), "/../../third_party/linux/5e10f9887ed8-parent/arch/arm64");
     let s = Sources::parse(&format!("c:{linux}/mm/context.c+{linux}/include/asm/tlbflush.h+cnp=on")).unwrap();
     assert_eq!(
         s.files.iter().map(|f| f.role.clone()).collect::<Vec<_>>(),

@@ -2,7 +2,7 @@
 //! compiled against the x86 shims and checked as written.
 //!
 //! Every test needs a C compiler; without one it says so and checks nothing.
-//! The kernel file is test data of `crates/c/tests/linux` (GPL-2.0, see its
+//! The kernel file is test data of `third_party/linux` (GPL-2.0, see its
 //! README); the one with a fix taken out is made from it here, in the
 //! target's temporary directory.
 
@@ -14,7 +14,7 @@ use crate::common::{default_run, global_asid_c_script, have_cc};
 
 /// v6.18.2's `arch/x86/mm/tlb.c`, as its path.
 fn today_path() -> String {
-    format!("{}/../c/tests/linux/v6.18.2/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/../../third_party/linux/v6.18.2/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Today's file (v6.18.2) as a policy.
@@ -24,7 +24,7 @@ fn today() -> String {
 
 /// v6.13.y's file (the stable tree's, v6.13.7 to v6.13.11), as its path.
 fn stable_613_path() -> String {
-    format!("{}/../c/tests/linux/v6.13.7/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/../../third_party/linux/v6.13.7/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Asserts that `r` found what the zoo entry `zoo` finds in the Rust port
@@ -99,7 +99,7 @@ fn a_file_of_the_other_architecture_is_refused_in_one_line() {
     if !have_cc() {
         return;
     }
-    let context = format!("{}/../c/tests/linux/v6.12/arch/arm64/mm/context.c", env!("CARGO_MANIFEST_DIR"));
+    let context = format!("{}/../../third_party/linux/v6.12/arch/arm64/mm/context.c", env!("CARGO_MANIFEST_DIR"));
     let err = |p: &str| check(&bounds(p, 2)).unwrap_err().to_string();
     let e = err(&format!("c:{context}+arch=x86"));
     assert!(e.contains("is arm64's (it defines check_and_switch_context)") && e.contains("+arch=arm64"), "{e}");
@@ -140,7 +140,7 @@ fn v6_14s_file_fea4e317f9e7s_parent_is_found_as_the_zoo_entry_is() {
     if !have_cc() {
         return;
     }
-    let file = format!("c:{}/../c/tests/linux/v6.14/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let file = format!("c:{}/../../third_party/linux/v6.14/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
     found_as_the_zoo(&default_run(&file), "zoo/linux-x86-fea4e317f9e7");
 }
 
@@ -199,7 +199,7 @@ fn a_plain_write_of_an_mms_field_is_a_data_race_named_by_the_field() {
 /// `tlbkit check --policy c:FILE --quick` of the test data's file of
 /// release `dir`: asserts it passes 10,000 schedules and returns the report.
 fn quick_passes(dir: &str) -> tlbkit_check::CheckReport {
-    let file = format!("c:{}/../c/tests/linux/{dir}/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let file = format!("c:{}/../../third_party/linux/{dir}/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
     let r = tlbkit_check::options::Options { policy: file.clone(), quick: true, seed: 1, ..Default::default() }
         .run(&mut |_| {})
         .unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -269,7 +269,7 @@ fn with_invlpgb_a_quick_run_passes_and_says_no_global_asid_was_handed_out() {
 /// d504d1247e36, unchanged), and the same with Hou Wenlong's posted patch 2/3
 /// ("mm/tlb: Fix wrong judgement in allocate_global_asid()"), as paths.
 fn v6_17_paths() -> (String, String) {
-    let at = |dir: &str| format!("{}/../c/tests/linux/{dir}/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let at = |dir: &str| format!("{}/../../third_party/linux/{dir}/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
     (at("v6.17"), at("v6.17-hou-2of3"))
 }
 
@@ -304,7 +304,7 @@ fn v6_17s_global_asid_allocator_hands_max_out_twice_and_hous_patch_passes() {
     assert_eq!(r.explored.executions, 2_000, "{}", r.to_text());
 }
 
-/// The same in v6.15's file (reconstructed, `crates/c/tests/linux/README.md`),
+/// The same in v6.15's file (reconstructed, `third_party/linux/README.md`),
 /// the release that added the allocator, and with patch 2/3's hunk applied
 /// to it.
 #[test]
@@ -312,7 +312,7 @@ fn v6_15s_file_hands_max_out_twice_and_with_hous_patch_passes() {
     if !have_cc() {
         return;
     }
-    let file = format!("{}/../c/tests/linux/v6.15/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
+    let file = format!("{}/../../third_party/linux/v6.15/arch/x86/mm/tlb.c", env!("CARGO_MANIFEST_DIR"));
     let r = global_asid_c_script(&file, "pct", 2_000).run(&mut |_| {}).unwrap_or_else(|e| panic!("{e}"));
     let cx = r.counterexample.as_ref().unwrap_or_else(|| panic!("not found:\n{}", r.to_text()));
     assert_eq!(cx.property, "no_asid_alias", "{}", r.to_text());

@@ -3,7 +3,7 @@
 //!
 //! Every test needs a C compiler; without one it says so and checks nothing
 //! (`.ci/run` runs them where one is installed). The kernel files are the test
-//! data of `crates/c/tests/linux` (GPL-2.0, see its README).
+//! data of `third_party/linux` (GPL-2.0, see its README).
 
 use tlbkit_check::ops::OpKind;
 use tlbkit_check::run::{check, replay};

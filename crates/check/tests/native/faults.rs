@@ -20,7 +20,7 @@ use crate::common::{have_cc, small_spec};
 /// `flush_context()`'s body (after its declarations), as `NAME.c` in a
 /// directory of this test's, and returns the path and the patched line's number.
 fn patched(name: &str, line: &str) -> (PathBuf, usize) {
-    let src = format!("{}/../c/tests/linux/v6.12/arch/arm64/mm/context.c", env!("CARGO_MANIFEST_DIR"));
+    let src = format!("{}/../../third_party/linux/v6.12/arch/arm64/mm/context.c", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(src).expect("the shipped v6.12 context.c");
     let head = "static void flush_context(void)\n{\n\tint i;\n\tu64 asid;\n";
     let at = text.find(head).expect("flush_context's opening lines") + head.len();
