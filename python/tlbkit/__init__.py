@@ -280,9 +280,10 @@ def check(
     holds it; a worker that reaches another's state claims it from its owner
     and explores it only if the owner admits it, so nothing is explored twice
     for want of knowledge and memory per node is the total over the nodes; a
-    node lost loses the search since its last snapshot (``tlbkit check --ray
-    ADDRESS --ray-search sharded --checkpoint DIR`` takes them, and
-    ``--resume DIR`` goes on from one on any number of nodes). Either way the verdict is the search's on one
+    node lost costs the search since its last snapshot, from which the driver
+    goes on by itself (``checkpoint`` takes them; ``tlbkit check --resume
+    DIR`` goes on from one on any number of nodes); without ``checkpoint``
+    the check stops at the loss. Either way the verdict is the search's on one
     machine, and so are the states where the policy's visited set does not
     depend on the order of the search (the guide's "Searches that outgrow one
     run" names a policy where it does).

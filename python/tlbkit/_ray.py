@@ -19,6 +19,7 @@ subtrees given to a node whose workers wait) and seeing the end.
 from __future__ import annotations
 
 import os
+import sys
 from typing import NamedTuple, Optional
 
 
@@ -217,9 +218,15 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
     (``tlbkit_check::run::shards``). A node whose part of the visited set
     passes ``max_memory`` bytes makes the driver take a snapshot and stop
     (``Stopped``), and so do SIGINT and SIGTERM. ``resume=True`` goes on
-    from the snapshot in ``checkpoint``, on any number of nodes. A node lost
-    is the search since the last snapshot lost: the driver raises, saying
-    how to resume.
+    from the snapshot in ``checkpoint``, on any number of nodes.
+
+    A node lost (its actor's process killed) loses its
+    part of the visited set. With ``checkpoint``, the driver ends the other
+    actors and goes on by itself from the last snapshot (or from the start,
+    before the first), on the nodes the cluster has then: the loss costs the
+    work since that snapshot. It gives up, saying how to resume by hand,
+    after ``_LOSSES`` losses with no snapshot taken between them. Without
+    ``checkpoint`` it raises at the first loss.
     ``state_out``: where to write the nodes' totals, from which the
     ``tlbkit`` binary makes the report itself."""
     from tlbkit import _native
@@ -238,28 +245,33 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
     Shard = ray.remote(max_restarts=0, max_task_retries=0)(_Shard)
     actors = []
     try:
-        cluster = sorted(_nodes(ray).items())
-        if not cluster:
-            raise ValueError("the Ray cluster has no node with a CPU")
-        if nodes is not None:
-            if not 1 <= nodes <= len(cluster):
-                raise ValueError(f"nodes={nodes}: the cluster has {len(cluster)} nodes with CPUs")
-            cluster = cluster[:nodes]
-        k = len(cluster)
-        saved_parts = [ray.put(_native.shards_read_part(checkpoint, token, generation, i)) for i in range(parts)]
-        for me, (node, cpus) in enumerate(cluster):
-            on_node = NodeAffinitySchedulingStrategy(node, soft=False)
-            actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(
-                token, me, k, cpus, *saved_parts))
-        carrier = _Carrier(ray, actors, pause_s)
         saving = _Saving(checkpoint, token, generation, every_s, max_memory) if checkpoint is not None else None
-        try:
-            with _Signals(saving is not None) as signals:
-                totals = carrier.run(saving, signals)
-        except RayActorError:
-            where = saving.resume_hint() if saving is not None else "run the check again"
-            raise RuntimeError(f"a node of the sharded check was lost, and its part of the visited set with it: "
-                               f"{where}") from None
+        losses, lost_at = 0, None
+        while True:
+            actors = _start_shards(ray, Shard, NodeAffinitySchedulingStrategy, token, nodes, checkpoint, generation,
+                                   parts)
+            carrier = _Carrier(ray, actors, pause_s)
+            try:
+                with _Signals(saving is not None) as signals:
+                    totals = carrier.run(saving, signals)
+                break
+            except RayActorError:
+                for a in actors:
+                    ray.kill(a)
+                actors = []
+                if saving is None:
+                    raise RuntimeError("a node of the sharded check was lost, and its part of the visited set with "
+                                       "it: run the check again (with --checkpoint DIR a lost node costs only the "
+                                       "work since the last snapshot)") from None
+                losses = losses + 1 if lost_at == saving.generation_on_disk() else 1
+                lost_at = saving.generation_on_disk()
+                if losses >= _LOSSES:
+                    raise RuntimeError(f"a node of the sharded check was lost {losses} times with no snapshot "
+                                       f"between: {saving.resume_hint()}") from None
+                generation, parts = saving.restart()
+                where = f"its snapshot {generation} in {checkpoint}" if generation else "its start (no snapshot yet)"
+                print(f"tlbkit: a node of the sharded check was lost; going on from {where}", file=sys.stderr,
+                      flush=True)
         report, saved = _native.check_shards_report(token, totals)
         if state_out is not None:
             with open(state_out, "wb") as f:
@@ -270,6 +282,36 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
             ray.kill(a)
         if started_here:
             ray.shutdown()
+
+
+# Losses of a node a sharded check goes on from, with no snapshot taken
+# between them, before it gives up.
+_LOSSES = 3
+
+
+def _start_shards(ray, Shard, NodeAffinitySchedulingStrategy, token: str, nodes: Optional[int],
+                  checkpoint: Optional[str], generation: int, parts: int) -> list:
+    """An actor on each node the cluster has now with a CPU (the first
+    ``nodes`` of them, if given), holding its part of the snapshot
+    ``generation`` of ``checkpoint`` (of ``parts`` parts; none: a new
+    search)."""
+    from tlbkit import _native
+
+    cluster = sorted(_nodes(ray).items())
+    if not cluster:
+        raise ValueError("the Ray cluster has no node with a CPU")
+    if nodes is not None:
+        if not 1 <= nodes <= len(cluster):
+            raise ValueError(f"nodes={nodes}: the cluster has {len(cluster)} nodes with CPUs")
+        cluster = cluster[:nodes]
+    k = len(cluster)
+    saved_parts = [ray.put(_native.shards_read_part(checkpoint, token, generation, i)) for i in range(parts)]
+    actors = []
+    for me, (node, cpus) in enumerate(cluster):
+        on_node = NodeAffinitySchedulingStrategy(node, soft=False)
+        actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(token, me, k, cpus,
+                                                                                       *saved_parts))
+    return actors
 
 
 class _Saving:
@@ -304,6 +346,31 @@ class _Saving:
             _native.shards_write_part(self.directory, self.generation, i, _get(ray, [a.save.remote()])[0])
         _native.shards_write_snapshot(self.directory, self.token, self.generation, len(actors))
         self.last, self.taken = time.monotonic(), True
+
+    def generation_on_disk(self) -> int:
+        """The generation of the last snapshot whole on disk (0: none)."""
+        from tlbkit import _native
+
+        if not self.taken:
+            return 0
+        return _native.shards_read_snapshot(self.directory)[1]
+
+    def restart(self) -> tuple:
+        """After a node was lost: ``(generation, parts)`` of the snapshot to
+        go on from (``(0, 0)``: none, start again), and the clock of the next
+        one started afresh."""
+        import time
+
+        from tlbkit import _native
+
+        self.last = time.monotonic()
+        if not self.taken:
+            self.generation = 0
+            return 0, 0
+        token, self.generation, parts = _native.shards_read_snapshot(self.directory)
+        if token != self.token:
+            raise RuntimeError(f"{self.directory} now holds a snapshot of another check")
+        return self.generation, parts
 
     def resume_hint(self) -> str:
         if not self.taken:
