@@ -14,9 +14,13 @@ use tlbkit_check::{CheckReport, CheckSpec};
 
 use crate::common::{default_run, have_cc};
 
-/// A file of the test data, as a path.
+/// A file of the test data, as a path: `linux/...` under `third_party`, the
+/// rest the C front end's own (`crates/c/tests`).
 fn data(file: &str) -> String {
-    format!("{}/../c/tests/{file}", env!("CARGO_MANIFEST_DIR"))
+    match file.strip_prefix("linux/") {
+        Some(kernel) => format!("{}/../../third_party/linux/{kernel}", env!("CARGO_MANIFEST_DIR")),
+        None => format!("{}/../c/tests/{file}", env!("CARGO_MANIFEST_DIR")),
+    }
 }
 
 /// Today's file (v6.12).
