@@ -370,26 +370,36 @@ impl CheckShard {
     /// Starts node `me` of `nodes` of the check `token` names, with `jobs`
     /// workers: a new search, or, given `parts` (every part of a snapshot,
     /// in node order, as `shards_read_part` returns them), the search they
-    /// saved.
+    /// saved. With `deltas`, it marks what its visits change, so that its
+    /// snapshots after the first may be deltas (`save(delta=True)`).
     #[new]
-    #[pyo3(signature = (token, me, nodes, jobs, parts=None))]
-    fn new(token: &str, me: usize, nodes: usize, jobs: usize, parts: Option<Vec<Vec<u8>>>) -> PyResult<Self> {
+    #[pyo3(signature = (token, me, nodes, jobs, parts=None, deltas=false))]
+    fn new(
+        token: &str,
+        me: usize,
+        nodes: usize,
+        jobs: usize,
+        parts: Option<Vec<Vec<u8>>>,
+        deltas: bool,
+    ) -> PyResult<Self> {
         use tlbkit_check::run::{rounds, shards};
         let spec = rounds::spec_of(token).map_err(check_error)?;
         let shard = match parts {
-            None => shards::Shard::start(spec, me, nodes, jobs),
+            None => shards::Shard::start(spec, me, nodes, jobs, deltas),
             Some(parts) => {
                 let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-                shards::Shard::resume(spec, me, nodes, jobs, &parts)
+                shards::Shard::resume(spec, me, nodes, jobs, &parts, deltas)
             }
         };
         Ok(CheckShard(Arc::new(shard.map_err(check_error)?)))
     }
 
     /// Its part of a snapshot (while held and settled), as bytes for
-    /// `shards_write_part`.
-    fn save<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-        Ok(pyo3::types::PyBytes::new(py, &self.0.save().map_err(check_error)?))
+    /// `shards_write_part`; with `delta`, only what changed since its last
+    /// save, for `shards_append_delta`.
+    #[pyo3(signature = (delta=false))]
+    fn save<'py>(&self, py: Python<'py>, delta: bool) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        Ok(pyo3::types::PyBytes::new(py, &self.0.save(delta).map_err(check_error)?))
     }
 
     /// Hands in `inbox` (the other nodes' messages for this one), gives at
@@ -468,11 +478,26 @@ fn shards_write_part(dir: std::path::PathBuf, generation: u64, i: usize, part: V
     tlbkit_check::run::shards::write_part(&dir, generation, i, &part).map_err(check_error)
 }
 
-/// Declares the snapshot of generation `generation` of the check `token`,
-/// its `parts` parts written, the one to resume; removes older parts.
+/// Appends node `i`'s delta (`CheckShard.save(delta=True)`) of the
+/// snapshot of generation `generation` to the deltas of its whole part of
+/// generation `base`; returns the bytes those deltas take now.
 #[pyfunction]
-fn shards_write_snapshot(dir: std::path::PathBuf, token: &str, generation: u64, parts: usize) -> PyResult<()> {
-    tlbkit_check::run::shards::write_snapshot(&dir, token, generation, parts).map_err(check_error)
+fn shards_append_delta(dir: std::path::PathBuf, base: u64, generation: u64, i: usize, part: Vec<u8>) -> PyResult<u64> {
+    tlbkit_check::run::shards::append_delta(&dir, base, generation, i, &part).map_err(check_error)
+}
+
+/// Declares the snapshot of generation `generation` of the check `token`,
+/// its `parts` parts written (whole at generation `base`, deltas after
+/// it), the one to resume; removes the files of other bases.
+#[pyfunction]
+fn shards_write_snapshot(
+    dir: std::path::PathBuf,
+    token: &str,
+    generation: u64,
+    base: u64,
+    parts: usize,
+) -> PyResult<()> {
+    tlbkit_check::run::shards::write_snapshot(&dir, token, generation, base, parts).map_err(check_error)
 }
 
 /// The snapshot the directory `dir` holds: `(token, generation, parts)`.
@@ -695,6 +720,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_shards_report, m)?)?;
     for f in [
         wrap_pyfunction!(shards_write_part, m)?,
+        wrap_pyfunction!(shards_append_delta, m)?,
         wrap_pyfunction!(shards_write_snapshot, m)?,
         wrap_pyfunction!(shards_read_snapshot, m)?,
         wrap_pyfunction!(shards_read_part, m)?,

@@ -331,7 +331,8 @@ def test_a_sharded_check_killed_goes_on_from_its_snapshot_and_resumes_on_another
     """Snapshots every half second; a node's actor killed (SIGKILL) once one
     is written: the driver goes on from that snapshot by itself, saying so,
     and the binary ends with one machine's verdict and states. The last
-    snapshot it left, resumed by hand on one node of the two (then on two
+    snapshot it left (whole parts, or whole parts and deltas after them),
+    resumed by hand on one node of the two (then on two
     nodes from a snapshot taken by the resumed search), ends the same."""
     from tlbkit import _native, _ray
 

@@ -128,16 +128,16 @@ class _Shard:
     (``tlbkit_check::run::shards::Shard``), which run from its start: a new
     search, or the one a snapshot's ``parts`` saved."""
 
-    def __init__(self, token: str, me: int, nodes: int, jobs: int, *parts: bytes):
+    def __init__(self, token: str, me: int, nodes: int, jobs: int, deltas: bool, *parts: bytes):
         from tlbkit import _native
 
-        self.shard = _native.CheckShard(token, me, nodes, jobs, list(parts) if parts else None)
+        self.shard = _native.CheckShard(token, me, nodes, jobs, list(parts) if parts else None, deltas)
 
     def pump(self, inbox, give: int, to: int, wanted: bool, hold: bool):
         return self.shard.pump(inbox, give, to, wanted, hold)
 
-    def save(self) -> bytes:
-        return self.shard.save()
+    def save(self, delta: bool) -> bytes:
+        return self.shard.save(delta)
 
     def finish(self):
         self.shard.finish()
@@ -309,8 +309,8 @@ def _start_shards(ray, Shard, NodeAffinitySchedulingStrategy, token: str, nodes:
     actors = []
     for me, (node, cpus) in enumerate(cluster):
         on_node = NodeAffinitySchedulingStrategy(node, soft=False)
-        actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(token, me, k, cpus,
-                                                                                       *saved_parts))
+        actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(
+            token, me, k, cpus, checkpoint is not None, *saved_parts))
     return actors
 
 
@@ -325,6 +325,9 @@ class _Saving:
         self.every_s, self.max_memory = every_s, max_memory
         self.last = time.monotonic()
         self.taken = generation > 0
+        # The generation whose whole parts this run's deltas follow (None:
+        # the next snapshot is whole), their bytes and the deltas' since.
+        self.base, self.whole_bytes, self.delta_bytes = None, 0, 0
 
     def due(self, pumped) -> bool:
         import time
@@ -336,15 +339,27 @@ class _Saving:
 
     def take(self, ray, actors) -> None:
         """Writes every node's part (the nodes held and settled), then the
-        file that names them."""
+        file that names them. The first snapshot of a run is whole, and so is
+        one whose deltas would take more than the whole parts they follow;
+        the others are deltas: each node's states added or narrowed since
+        the snapshot before, appended to its whole part's deltas."""
         import time
 
         from tlbkit import _native
 
         self.generation += 1
+        whole = self.base is None or self.delta_bytes > self.whole_bytes
+        if whole:
+            self.base, self.whole_bytes, self.delta_bytes = self.generation, 0, 0
         for i, a in enumerate(actors):
-            _native.shards_write_part(self.directory, self.generation, i, _get(ray, [a.save.remote()])[0])
-        _native.shards_write_snapshot(self.directory, self.token, self.generation, len(actors))
+            part = _get(ray, [a.save.remote(not whole)])[0]
+            if whole:
+                _native.shards_write_part(self.directory, self.generation, i, part)
+                self.whole_bytes += len(part)
+            else:
+                self.delta_bytes += len(part)
+                _native.shards_append_delta(self.directory, self.base, self.generation, i, part)
+        _native.shards_write_snapshot(self.directory, self.token, self.generation, self.base, len(actors))
         self.last, self.taken = time.monotonic(), True
 
     def generation_on_disk(self) -> int:
@@ -357,13 +372,13 @@ class _Saving:
 
     def restart(self) -> tuple:
         """After a node was lost: ``(generation, parts)`` of the snapshot to
-        go on from (``(0, 0)``: none, start again), and the clock of the next
-        one started afresh."""
+        go on from (``(0, 0)``: none, start again); the clock of the next
+        one started afresh, and that one whole."""
         import time
 
         from tlbkit import _native
 
-        self.last = time.monotonic()
+        self.last, self.base = time.monotonic(), None
         if not self.taken:
             self.generation = 0
             return 0, 0

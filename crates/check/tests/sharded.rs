@@ -65,7 +65,7 @@ fn a_violation_is_reported_from_a_workers_path_and_replays() {
 /// done and nothing moved), optionally dropping each round's messages into
 /// a later round (`delay`); returns the report.
 fn carried(s: &tlbkit_check::spec::CheckSpec, nodes: usize, jobs: usize, delay: usize) -> CheckReport {
-    let shards: Vec<Shard> = (0..nodes).map(|me| Shard::start(s.clone(), me, nodes, jobs).unwrap()).collect();
+    let shards: Vec<Shard> = (0..nodes).map(|me| Shard::start(s.clone(), me, nodes, jobs, false).unwrap()).collect();
     carry(s, &shards, delay, None).expect("no snapshot asked for")
 }
 
@@ -78,6 +78,24 @@ fn carry(
     shards: &[Shard],
     delay: usize,
     snapshot_at: Option<usize>,
+) -> Result<CheckReport, Vec<Vec<u8>>> {
+    carry_with(s, shards, delay, snapshot_at, &mut |shards| {
+        Some(shards.iter().map(|sh| sh.save(false).unwrap()).collect())
+    })
+}
+
+/// What [`carry_with`] calls when the held nodes are settled.
+type Settled<'a> = dyn FnMut(&[Shard]) -> Option<Vec<Vec<u8>>> + 'a;
+
+/// [`carry`], where each time the held nodes are settled `settled` is
+/// called: its parts end the search there (as `Err`); `None` lets the
+/// nodes go on, held again a round later.
+fn carry_with(
+    s: &tlbkit_check::spec::CheckSpec,
+    shards: &[Shard],
+    delay: usize,
+    mut snapshot_at: Option<usize>,
+    settled: &mut Settled<'_>,
 ) -> Result<CheckReport, Vec<Vec<u8>>> {
     let nodes = shards.len();
     let mut inbox: Vec<Vec<Vec<u8>>> = vec![Vec::new(); nodes];
@@ -112,10 +130,12 @@ fn carry(
             break;
         }
         if hold && !carried_in && !sent && pumped.iter().all(|p| p.settled) {
-            let parts = shards.iter().map(|sh| sh.save().unwrap()).collect();
-            shards.iter().for_each(Shard::stop);
-            shards.iter().for_each(|sh| drop(sh.join().unwrap()));
-            return Err(parts);
+            if let Some(parts) = settled(shards) {
+                shards.iter().for_each(Shard::stop);
+                shards.iter().for_each(|sh| drop(sh.join().unwrap()));
+                return Err(parts);
+            }
+            snapshot_at = Some(round + 2);
         }
         // A node whose workers wait and whose queue is empty gets half of
         // the fullest queue (not while held).
@@ -163,44 +183,99 @@ fn a_snapshot_resumes_on_another_number_of_nodes_with_one_threads_states_and_ver
     let s = common::small_spec("x86-freebsd-counter", 1, 4);
     let one = check(&s).unwrap();
     assert!(one.explored.complete && one.counterexample.is_none(), "{one:?}");
-    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 2).unwrap()).collect();
+    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 2, false).unwrap()).collect();
     let parts = carry(&s, &start, 1, Some(2)).expect_err("the search ended before its snapshot");
     let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
     for nodes in [1, 3] {
-        let resumed: Vec<Shard> = (0..nodes).map(|me| Shard::resume(s.clone(), me, nodes, 2, &refs).unwrap()).collect();
+        let resumed: Vec<Shard> =
+            (0..nodes).map(|me| Shard::resume(s.clone(), me, nodes, 2, &refs, false).unwrap()).collect();
         let r = carry(&s, &resumed, 0, None).unwrap();
         assert!(r.explored.complete && r.counterexample.is_none(), "2 nodes resumed on {nodes}: {r:?}");
         assert_eq!(r.explored.states, one.explored.states, "2 nodes resumed on {nodes}");
     }
-    let again: Vec<Shard> = (0..3).map(|me| Shard::resume(s.clone(), me, 3, 1, &refs).unwrap()).collect();
+    let again: Vec<Shard> = (0..3).map(|me| Shard::resume(s.clone(), me, 3, 1, &refs, false).unwrap()).collect();
     let second = carry(&s, &again, 0, Some(3)).expect_err("the resumed search ended before its snapshot");
     let refs2: Vec<&[u8]> = second.iter().map(Vec::as_slice).collect();
-    let last: Vec<Shard> = (0..2).map(|me| Shard::resume(s.clone(), me, 2, 1, &refs2).unwrap()).collect();
+    let last: Vec<Shard> = (0..2).map(|me| Shard::resume(s.clone(), me, 2, 1, &refs2, false).unwrap()).collect();
     let r = carry(&s, &last, 0, None).unwrap();
     assert_eq!((r.explored.states, r.explored.complete), (one.explored.states, true), "resumed twice");
     // The catalogued finding is still found after a snapshot.
     let bug = common::small_spec("arm64-freebsd-asid", 1, 6);
-    let first: Vec<Shard> = (0..2).map(|me| Shard::start(bug.clone(), me, 2, 1).unwrap()).collect();
+    let first: Vec<Shard> = (0..2).map(|me| Shard::start(bug.clone(), me, 2, 1, false).unwrap()).collect();
     if let Err(parts) = carry(&bug, &first, 0, Some(1)) {
         let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-        let resumed: Vec<Shard> = (0..3).map(|me| Shard::resume(bug.clone(), me, 3, 1, &refs).unwrap()).collect();
+        let resumed: Vec<Shard> =
+            (0..3).map(|me| Shard::resume(bug.clone(), me, 3, 1, &refs, false).unwrap()).collect();
         let r = carry(&bug, &resumed, 0, None).unwrap();
         assert!(r.counterexample.is_some(), "the finding is lost by a snapshot: {r:?}");
     }
 }
 
 #[test]
+fn snapshots_after_the_first_are_deltas_that_resume_as_whole_ones() {
+    // Snapshots on disk as the Ray driver takes them: the first whole, the
+    // next four deltas, none larger than the whole part the node would have
+    // written at that moment (here the frontier is most of a part) and
+    // together smaller. The last, read back through its
+    // base and deltas, resumes on one node and on three with one thread's
+    // states; a snapshot file naming a generation whose delta is missing is
+    // refused in a line.
+    let s = common::small_spec("x86-freebsd-counter", 1, 4);
+    let one = check(&s).unwrap();
+    let dir = std::env::temp_dir().join(format!("tlbkit-shard-deltas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 2, true).unwrap()).collect();
+    let (mut generation, token) = (0u64, tlbkit_check::run::rounds::spec_token(&s));
+    let mut sizes = (0, 0);
+    let mut take = |shards: &[Shard]| {
+        generation += 1;
+        for (i, sh) in shards.iter().enumerate() {
+            if generation == 1 {
+                shards::write_part(&dir, generation, i, &sh.save(false).unwrap()).unwrap();
+            } else {
+                let delta = sh.save(true).unwrap();
+                let whole = sh.save(false).unwrap();
+                assert!(delta.len() <= whole.len(), "generation {generation}: a delta of {} bytes", delta.len());
+                sizes.0 += delta.len();
+                sizes.1 += whole.len();
+                shards::append_delta(&dir, 1, generation, i, &delta).unwrap();
+            }
+        }
+        shards::write_snapshot(&dir, &token, generation, 1, 2).unwrap();
+        (generation == 5).then(Vec::new)
+    };
+    carry_with(&s, &start, 0, Some(2), &mut take).expect_err("the search ended before its fifth snapshot");
+    assert!(sizes.0 < sizes.1, "deltas of {} bytes against {} whole", sizes.0, sizes.1);
+    let snap = shards::read_snapshot(&dir).unwrap();
+    assert_eq!((snap.generation, snap.base, snap.parts), (5, 1, 2));
+    let parts: Vec<Vec<u8>> = (0..2).map(|i| shards::read_part(&dir, 5, i).unwrap()).collect();
+    let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    for nodes in [1, 3] {
+        let resumed: Vec<Shard> =
+            (0..nodes).map(|me| Shard::resume(s.clone(), me, nodes, 1, &refs, true).unwrap()).collect();
+        let r = carry(&s, &resumed, 0, None).unwrap();
+        assert_eq!((r.explored.states, r.explored.complete), (one.explored.states, true), "resumed on {nodes}");
+        assert!(r.counterexample.is_none(), "resumed on {nodes}: {r:?}");
+    }
+    shards::write_snapshot(&dir, &token, 6, 1, 2).unwrap();
+    let e = shards::read_part(&dir, 6, 0).expect_err("a missing delta is refused");
+    assert!(e.to_string().contains("generation 6 is missing"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_snapshots_part_of_another_check_or_damaged_is_refused() {
     let s = common::small_spec("x86-freebsd-counter", 1, 4);
-    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 1).unwrap()).collect();
+    let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 1, false).unwrap()).collect();
     let parts = carry(&s, &start, 0, Some(1)).expect_err("the search ended before its snapshot");
     let other = common::small_spec("x86-freebsd-counter", 1, 3);
     let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-    let e = Shard::resume(other, 0, 1, 1, &refs).err().expect("a part of another check is refused");
+    let e = Shard::resume(other, 0, 1, 1, &refs, false).err().expect("a part of another check is refused");
     assert!(e.to_string().contains("another check"), "{e}");
     let mut damaged = parts[1].clone();
     let at = damaged.len() - 3;
     damaged[at] ^= 0x40;
-    let e = Shard::resume(s.clone(), 0, 1, 1, &[&parts[0], &damaged]).err().expect("a damaged part is refused");
+    let e = Shard::resume(s.clone(), 0, 1, 1, &[&parts[0], &damaged], false).err().expect("a damaged part is refused");
     assert!(e.to_string().contains("node 1's part"), "{e}");
 }

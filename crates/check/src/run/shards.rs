@@ -13,12 +13,21 @@
 //! each node's part, `shard-G-I.part` (generation `G`, node `I`), written
 //! by the carrier as the node made it ([`Shard::save`](shards::Shard::save): a save's header, the
 //! node's build and the check, then the part), and then `shards.ckpt`, which
-//! names the generation and its number of parts ([`write_snapshot`](shards::write_snapshot)), and
-//! only then are the older generation's parts removed. Each file goes
-//! through a temporary one and a rename, so a kill at any moment leaves the
-//! last whole snapshot: a generation whose `shards.ckpt` was never written
-//! is not read. [`Shard::resume`](shards::Shard::resume) takes every part of it, on any number of
-//! nodes.
+//! names the generation, its number of parts and its *base*
+//! ([`write_snapshot`](shards::write_snapshot)), and only then are the
+//! files of other bases removed. Each file goes through a temporary one and
+//! a rename, so a kill at any moment leaves the last whole snapshot: a
+//! generation whose `shards.ckpt` was never written is not read.
+//!
+//! A snapshot after the first of a run may be *deltas*: each node's part
+//! holds only the states added or narrowed since the snapshot before, and
+//! is appended ([`append_delta`](shards::append_delta)) to
+//! `shard-B-I.deltas`, beside the whole part of the base generation `B`
+//! (each record names its generation, with a checksum; one cut short by a
+//! kill ends the list). [`read_part`](shards::read_part) lays the base's
+//! part and its deltas up to the snapshot's generation into one part, so
+//! [`Shard::resume`](shards::Shard::resume) takes every part of it, on any
+//! number of nodes, as it takes whole ones.
 
 use super::rounds::{report_of, token_of, validate};
 use super::*;
@@ -111,17 +120,27 @@ impl Totals {
 impl Shard {
     /// Starts node `me` of `nodes` of the exhaustive check `spec`, with
     /// `jobs` workers.
-    pub fn start(spec: CheckSpec, me: usize, nodes: usize, jobs: usize) -> Result<Shard, Error> {
+    /// With `deltas`, the node marks what its visits change, so that its
+    /// snapshots after the first may be deltas ([`Shard::save`]).
+    pub fn start(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, deltas: bool) -> Result<Shard, Error> {
         validate(&spec)?;
         let node = search::ShardNode::new(me, nodes, jobs).map_err(invalid)?;
-        Shard::launch(spec, node, [0; 3])
+        Shard::launch(spec, node, [0; 3], deltas)
     }
 
     /// Starts node `me` of `nodes` of the exhaustive check `spec`, with
     /// `jobs` workers, from the snapshot whose parts (as files hold them,
     /// in node order) are `parts`: any number of them, each made by this
-    /// build for this check, or it is refused.
-    pub fn resume(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, parts: &[&[u8]]) -> Result<Shard, Error> {
+    /// build for this check, or it is refused. `deltas` as for
+    /// [`Shard::start`].
+    pub fn resume(
+        spec: CheckSpec,
+        me: usize,
+        nodes: usize,
+        jobs: usize,
+        parts: &[&[u8]],
+        deltas: bool,
+    ) -> Result<Shard, Error> {
         validate(&spec)?;
         let mut bodies = Vec::with_capacity(parts.len());
         for (i, bytes) in parts.iter().enumerate() {
@@ -132,12 +151,16 @@ impl Shard {
             problem: crate::error::SaveProblem::Unreadable { why },
         })?;
         let counters = std::array::from_fn(|i| extra.get(i).copied().unwrap_or(0));
-        Shard::launch(spec, node, counters)
+        Shard::launch(spec, node, counters, deltas)
     }
 
-    /// Runs `node`'s workers for `spec`, its caller's counters from `counters`.
-    fn launch(spec: CheckSpec, node: search::ShardNode, counters: [u64; 3]) -> Result<Shard, Error> {
+    /// Runs `node`'s workers for `spec`, its caller's counters from
+    /// `counters`, marking its changes if `deltas`.
+    fn launch(spec: CheckSpec, mut node: search::ShardNode, counters: [u64; 3], deltas: bool) -> Result<Shard, Error> {
         let shape = shape(&spec)?;
+        if deltas {
+            node.record_changes();
+        }
         let jobs = node.workers();
         let (node, counters) = (Arc::new(node), Arc::new(counters.map(AtomicU64::new)));
         let (n, c, s) = (node.clone(), counters.clone(), spec.clone());
@@ -147,10 +170,12 @@ impl Shard {
 
     /// Its part of a snapshot, as its file holds it (the node's build and
     /// the check, then [`search::ShardNode::save`]'s part); only while the
-    /// carrier holds the nodes and this one is settled.
-    pub fn save(&self) -> Result<Vec<u8>, Error> {
+    /// carrier holds the nodes and this one is settled. With `delta`, only
+    /// what changed since its last save (started with `deltas`), for
+    /// [`append_delta`].
+    pub fn save(&self, delta: bool) -> Result<Vec<u8>, Error> {
         let extra = self.counters.each_ref().map(|a| a.load(std::sync::atomic::Ordering::Relaxed));
-        let body = self.node.save(&extra).map_err(|why| Error::Saved { why })?;
+        let body = self.node.save(&extra, delta).map_err(|why| Error::Saved { why })?;
         Ok(search::saved::encode(&self.identity, &body))
     }
 
@@ -249,6 +274,15 @@ pub struct Snapshot {
     pub generation: u64,
     /// Its parts: the nodes that made it.
     pub parts: usize,
+    /// The generation whose whole parts it builds on (its own, or one
+    /// before it whose deltas lead to it).
+    pub base: u64,
+}
+
+/// The file of the deltas that follow node `i`'s whole part of generation
+/// `base`.
+fn deltas_file(base: u64, i: usize) -> String {
+    format!("shard-{base}-{i}.deltas")
 }
 
 /// Writes node `i`'s part of the snapshot of generation `generation`
@@ -257,18 +291,41 @@ pub fn write_part(dir: &std::path::Path, generation: u64, i: usize, bytes: &[u8]
     search::saved::write_named(dir, &part_file(generation, i), &[bytes])
 }
 
+/// Appends node `i`'s delta of the snapshot of generation `generation`
+/// (`bytes`: what [`Shard::save`] returned with `delta`) to the deltas
+/// of the whole part of generation `base`, synced; returns the bytes those
+/// deltas take now.
+pub fn append_delta(dir: &std::path::Path, base: u64, generation: u64, i: usize, bytes: &[u8]) -> Result<u64, Error> {
+    if generation <= base {
+        return Err(Error::Saved { why: format!("a delta of generation {generation} after its base {base}") });
+    }
+    let mut w = search::saved::Writer::default();
+    w.u64(generation);
+    w.0.extend_from_slice(bytes);
+    search::saved::append_named(dir, &deltas_file(base, i), base, &w.0)
+}
+
 /// Declares the snapshot of generation `generation`, whose `parts` parts
-/// are written, the check `token`'s; removes the parts of every other.
-pub fn write_snapshot(dir: &std::path::Path, token: &str, generation: u64, parts: usize) -> Result<(), Error> {
+/// are written (whole at generation `base`, and deltas after it up to
+/// `generation`), the check `token`'s; removes the files of every other
+/// base.
+pub fn write_snapshot(
+    dir: &std::path::Path,
+    token: &str,
+    generation: u64,
+    base: u64,
+    parts: usize,
+) -> Result<(), Error> {
     let mut w = search::saved::Writer::default();
     w.u64(generation);
     w.u64(parts as u64);
+    w.u64(base);
     let identity = format!("{} {token}", search::saved::module_id());
     search::saved::write_named(dir, SNAPSHOT, &[&search::saved::encode(&identity, &w.0)])?;
-    let ours = |name: &str| (0..parts).any(|i| name == part_file(generation, i));
+    let ours = |name: &str| (0..parts).any(|i| name == part_file(base, i) || name == deltas_file(base, i));
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("shard-") && name.ends_with(".part") && !ours(&name) {
+        if name.starts_with("shard-") && (name.ends_with(".part") || name.ends_with(".deltas")) && !ours(&name) {
             let _ = std::fs::remove_file(e.path());
         }
     }
@@ -283,22 +340,50 @@ pub fn read_snapshot(dir: &std::path::Path) -> Result<Snapshot, Error> {
     let (identity, body) = search::saved::decode(&bytes).map_err(refuse)?;
     let token = identity.split_once(' ').map_or("", |(_, t)| t).to_string();
     let mut r = search::saved::Reader::new(body);
-    let read = |r: &mut search::saved::Reader<'_>| -> Result<(u64, u64), String> { Ok((r.u64()?, r.u64()?)) };
+    let read = |r: &mut search::saved::Reader<'_>| -> Result<[u64; 3], String> { Ok([r.u64()?, r.u64()?, r.u64()?]) };
     let unreadable = |why: String| refuse(crate::error::SaveProblem::Unreadable { why });
-    let (generation, parts) = read(&mut r).map_err(unreadable)?;
-    if !r.done() || parts == 0 || parts > search::MAX_NODES as u64 {
-        return Err(unreadable(format!("{parts} parts")));
+    let [generation, parts, base] = read(&mut r).map_err(unreadable)?;
+    if !r.done() || parts == 0 || parts > search::MAX_NODES as u64 || base > generation {
+        return Err(unreadable(format!("{parts} parts of generation {generation} on base {base}")));
     }
     super::rounds::spec_of(&token).map_err(|_| unreadable("it names no check this tlbkit can run".into()))?;
-    Ok(Snapshot { token, generation, parts: parts as usize })
+    Ok(Snapshot { token, generation, parts: parts as usize, base })
 }
 
 /// Reads node `i`'s part of the snapshot of generation `generation` in
-/// `dir`, as its file holds it (for [`Shard::resume`]).
+/// `dir` (the one `shards.ckpt` names), as one whole part's file would hold
+/// it: its base's whole part, with the deltas up to `generation` laid over
+/// it (for [`Shard::resume`]).
 pub fn read_part(dir: &std::path::Path, generation: u64, i: usize) -> Result<Vec<u8>, Error> {
-    let path = dir.join(part_file(generation, i));
-    std::fs::read(&path).map_err(|e| Error::Save {
-        file: path.display().to_string(),
-        problem: crate::error::SaveProblem::Missing { why: e.to_string() },
-    })
+    let snapshot = read_snapshot(dir)?;
+    let path = dir.join(part_file(snapshot.base, i));
+    let refuse = |problem| Error::Save { file: path.display().to_string(), problem };
+    if snapshot.generation != generation || i >= snapshot.parts {
+        return Err(refuse(crate::error::SaveProblem::Missing {
+            why: format!("the directory holds generation {} of {} parts now", snapshot.generation, snapshot.parts),
+        }));
+    }
+    let whole = std::fs::read(&path).map_err(|e| refuse(crate::error::SaveProblem::Missing { why: e.to_string() }))?;
+    if snapshot.base == generation {
+        return Ok(whole);
+    }
+    let (identity, base_body) = search::saved::decode(&whole).map_err(refuse)?;
+    let records = search::saved::deltas_named(dir, &deltas_file(snapshot.base, i), snapshot.base);
+    let mut bodies = vec![base_body];
+    for want in snapshot.base + 1..=generation {
+        let unreadable = |why: String| refuse(crate::error::SaveProblem::Unreadable { why });
+        let Some(record) = records.get((want - snapshot.base - 1) as usize) else {
+            return Err(unreadable(format!("its delta of generation {want} is missing or cut short")));
+        };
+        let mut r = search::saved::Reader::new(record);
+        let of = r.u64().map_err(unreadable)?;
+        let (theirs, body) = search::saved::decode(&record[8..]).map_err(refuse)?;
+        if of != want || theirs != identity {
+            return Err(unreadable(format!("its delta of generation {want} is another's (generation {of})")));
+        }
+        bodies.push(body);
+    }
+    let merged =
+        search::ShardNode::merge(&bodies).map_err(|why| refuse(crate::error::SaveProblem::Unreadable { why }))?;
+    Ok(search::saved::encode(&identity, &merged))
 }

@@ -362,7 +362,13 @@ pub fn write_named(dir: &Path, name: &str, chunks: &[&[u8]]) -> Result<(), Error
 /// returns how many bytes the deltas take now. A write that fails (a full
 /// disk) cuts the file back to what it held, so the saves before stand.
 pub fn append(dir: &Path, base: u64, body: &[u8]) -> Result<u64, Error> {
-    let path = dir.join(DELTAS);
+    append_named(dir, DELTAS, base, body)
+}
+
+/// [`append`] to the file `dir/name` (a sharded search's node's deltas,
+/// which follow its whole part of generation `base`).
+pub fn append_named(dir: &Path, name: &str, base: u64, body: &[u8]) -> Result<u64, Error> {
+    let path = dir.join(name);
     let fail =
         |why: String| Error::Save { file: path.display().to_string(), problem: SaveProblem::WriteFailed { why } };
     let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| fail(e.to_string()))?;
@@ -385,7 +391,12 @@ pub fn append(dir: &Path, base: u64, body: &[u8]) -> Result<u64, Error> {
 /// body's checksum is `base`, in order, up to the first one cut short,
 /// corrupted or of another whole save (see "Saves after the first").
 pub fn deltas(dir: &Path, base: u64) -> Vec<Vec<u8>> {
-    let Ok(bytes) = std::fs::read(dir.join(DELTAS)) else { return Vec::new() };
+    deltas_named(dir, DELTAS, base)
+}
+
+/// [`deltas`] of the file `dir/name` ([`append_named`]'s).
+pub fn deltas_named(dir: &Path, name: &str, base: u64) -> Vec<Vec<u8>> {
+    let Ok(bytes) = std::fs::read(dir.join(name)) else { return Vec::new() };
     let mut out = Vec::new();
     let mut r = Reader::new(&bytes);
     while !r.done() {

@@ -50,6 +50,12 @@
 //! What the workers knew of other nodes' answers ([`super::Known`]) is not
 //! kept: it only saves claims.
 //!
+//! A node that [`ShardNode::record_changes`] can save, after a whole part,
+//! only the states its visits added or narrowed since its last save (with
+//! its whole frontier and counts): a *delta*. [`ShardNode::merge`] lays a
+//! whole part and the deltas after it into one part, as the node would
+//! have saved it whole at the last.
+//!
 //! # Messages
 //!
 //! A message is its kind (one byte), a count, then its items: claims
@@ -59,7 +65,7 @@
 
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::saved::{Reader, Writer};
-use crate::search::table::Table;
+use crate::search::table::{save_entries, Table};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
@@ -73,6 +79,9 @@ pub struct ShardNode {
     search: Search,
     /// This node's workers' numbers (worker `w` of node `w mod k`).
     ids: Vec<usize>,
+    /// Whether its table marks the states its visits add or narrow
+    /// ([`ShardNode::record_changes`]).
+    recording: bool,
 }
 
 /// What the carrier tells a node at a [`ShardNode::pump`].
@@ -132,7 +141,7 @@ impl ShardNode {
             resting: 0.into(),
         };
         let search = Search::new(nodes, jobs, Link::default(), Some(wire));
-        Ok(ShardNode { search, ids: (0..jobs).map(|i| me + i * nodes).collect() })
+        Ok(ShardNode { search, ids: (0..jobs).map(|i| me + i * nodes).collect(), recording: false })
     }
 
     /// Node `me` of `nodes`, with `jobs` workers, of a new search (node 0
@@ -189,16 +198,32 @@ impl ShardNode {
         Ok((node, extra))
     }
 
+    /// Marks, from now on, each state a visit here adds or narrows, so
+    /// that a later [`ShardNode::save`] may write only those. Before the
+    /// node runs (it takes the node whole).
+    pub fn record_changes(&mut self) {
+        for n in &mut self.search.nodes {
+            n.table.record_changes();
+        }
+        self.recording = true;
+    }
+
     /// Its part of a snapshot of the search, with the caller's counters
     /// `extra`: its counts, the states it owns and its frontier (its
-    /// queue, and the admitted parked paths its workers put down). Only
-    /// while every worker rests: the carrier held the nodes ([`ShardNode::pump`]'s
+    /// queue, and the admitted parked paths its workers put down); with
+    /// `changed_only`, of the states only those added or narrowed since its
+    /// last save (a *delta*, which [`ShardNode::merge`] lays over the parts
+    /// before it; the node must [`ShardNode::record_changes`]). Only while
+    /// every worker rests: the carrier held the nodes ([`ShardNode::pump`]'s
     /// `hold`) until each said it is [`Pumped::settled`] and, in that round,
     /// nothing moved between them.
-    pub fn save(&self, extra: &[u64]) -> Result<Vec<u8>, String> {
+    pub fn save(&self, extra: &[u64], changed_only: bool) -> Result<Vec<u8>, String> {
         let s = &self.search;
         if !self.settled() {
             return Err("a snapshot of a node whose workers are not all at rest".into());
+        }
+        if changed_only && !self.recording {
+            return Err("a snapshot of what changed, from a node that marks no changes".into());
         }
         let node = s.node(self.wire().me);
         let mut w = Writer::default();
@@ -207,13 +232,50 @@ impl ShardNode {
             .for_each(|&c| w.u64(c));
         w.u64(extra.len() as u64);
         extra.iter().for_each(|&e| w.u64(e));
-        node.table.save(&mut w);
+        if changed_only {
+            save_entries(&mut w, &node.table.drain_changes(true));
+        } else {
+            node.table.save(&mut w);
+            node.table.drain_changes(false);
+        }
         let work = node.work.lock().expect("no worker panicked holding a queue");
         w.u64(work.len() as u64);
         work.iter().for_each(|t| t.save(&mut w));
         let kept = node.kept.lock().expect("no worker panicked holding a queue");
         w.u64(kept.len() as u64);
         for (t, a) in kept.iter() {
+            t.save(&mut w);
+            w.u64(*a);
+        }
+        Ok(w.0)
+    }
+
+    /// One part made of a node's whole part and the deltas that followed
+    /// it, in order (each [`ShardNode::save`]'s body): every state any of
+    /// them holds (one held twice keeps both masks; a state's mask only
+    /// narrows, so that is its last), and the counts and frontier of the
+    /// last.
+    pub fn merge(bodies: &[&[u8]]) -> Result<Vec<u8>, String> {
+        let mut visited = Vec::new();
+        let mut last = None;
+        for (k, body) in bodies.iter().enumerate() {
+            let mut p = Part::read(body).map_err(|why| match k {
+                0 => format!("its whole part: {why}"),
+                _ => format!("its delta {k}: {why}"),
+            })?;
+            visited.append(&mut p.visited);
+            last = Some(p);
+        }
+        let Some(last) = last else { return Err("no part to merge".into()) };
+        let mut w = Writer::default();
+        last.counts.iter().for_each(|&c| w.u64(c));
+        w.u64(last.extra.len() as u64);
+        last.extra.iter().for_each(|&e| w.u64(e));
+        save_entries(&mut w, &visited);
+        w.u64(last.work.len() as u64);
+        last.work.iter().for_each(|t| t.save(&mut w));
+        w.u64(last.kept.len() as u64);
+        for (t, a) in &last.kept {
             t.save(&mut w);
             w.u64(*a);
         }
