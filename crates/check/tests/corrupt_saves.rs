@@ -166,7 +166,7 @@ fn a_save_of_the_first_format_is_refused_as_an_older_format() {
     v1.extend_from_slice(&5u64.to_le_bytes());
     v1.extend_from_slice(b"b t5~");
     let p = refused(&dir, &v1);
-    assert_eq!(p, SaveProblem::Format { found: 1, reads: 2 });
+    assert_eq!(p, SaveProblem::Format { found: 1, reads: 3 });
     assert!(p.message("f").contains("from an older tlbkit"), "{}", p.message("f"));
     let _ = std::fs::remove_dir_all(&dir);
 }

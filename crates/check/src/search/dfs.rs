@@ -16,7 +16,7 @@ pub(super) type Asleep = (u32, Foot);
 /// explored here before the current option (with their footprints), and the
 /// footprint of the current option once it has run. An operation choice keeps
 /// nothing: every option of it is explored.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(super) struct Node {
     sched: bool,
     pub(super) labels: Labels,
@@ -35,7 +35,7 @@ pub(super) struct Node {
 /// buffer's drain, `2 * cpu` and `2 * cpu + 1`, so at most 16 of them for the
 /// checker's 8 CPUs (one node per choice: a vector would be an allocation
 /// each).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Labels {
     len: u8,
     at: [u8; 16],
@@ -68,7 +68,7 @@ impl Node {
     pub(super) fn save(&self, w: &mut super::saved::Writer) {
         w.u8(u8::from(self.sched));
         w.u8(self.labels.len);
-        self.labels.at.iter().for_each(|&a| w.u8(a));
+        self.labels.at[..self.labels.len()].iter().for_each(|&a| w.u8(a));
         for list in [&self.sleep, &self.done] {
             w.u64(list.len() as u64);
             for (label, foot) in list {
@@ -98,11 +98,11 @@ impl Node {
         let sched = r.u8()? != 0;
         let len = r.u8()?;
         let mut at = [0u8; 16];
-        for a in &mut at {
-            *a = r.u8()?;
-        }
         if len as usize > at.len() {
             return Err("a choice with too many options".into());
+        }
+        for a in &mut at[..len as usize] {
+            *a = r.u8()?;
         }
         let mut lists = [Vec::new(), Vec::new()];
         for list in &mut lists {

@@ -252,9 +252,11 @@ impl FieldSet {
 }
 
 impl FieldSet {
+    /// Writes its count and the fields it holds (the slots past them are
+    /// always zero).
     fn save(&self, w: &mut saved::Writer) {
         w.u8(self.len);
-        self.at.iter().for_each(|&k| w.u32(k));
+        self.at[..self.len as usize].iter().for_each(|&k| w.u32(k));
     }
 
     fn load(r: &mut saved::Reader<'_>) -> Result<Self, String> {
@@ -263,7 +265,7 @@ impl FieldSet {
             return Err("a footprint with too many fields".into());
         }
         let mut at = [0; FOOT_FIELDS];
-        for a in &mut at {
+        for a in &mut at[..len as usize] {
             *a = r.u32()?;
         }
         Ok(FieldSet { len, at })

@@ -44,9 +44,22 @@ impl Subtree {
         backtrack(&mut self.stack, &mut self.nodes, self.frozen, Some(&mut self.ends))
     }
 
+    /// Writes it alone ([`Subtree::save_after`] with nothing before it; read
+    /// by [`Subtree::load_after`] with none).
     pub(super) fn save(&self, w: &mut Writer) {
-        w.u64(self.stack.len() as u64);
-        for c in &self.stack {
+        self.save_after(w, None);
+    }
+
+    /// Writes it after `prev`, the subtree written before it in the same
+    /// list: how many of its first choices are `prev`'s (with their ends and
+    /// nodes), then only the rest. Subtrees split off one search share long
+    /// prefixes, so a queue takes a fraction of its bytes written whole.
+    pub(super) fn save_after(&self, w: &mut Writer, prev: Option<&Subtree>) {
+        debug_assert!(self.ends.len() == self.stack.len() && self.nodes.len() == self.stack.len());
+        let k = prev.map_or(0, |p| self.shared_prefix(p));
+        w.u64(k as u64);
+        w.u64((self.stack.len() - k) as u64);
+        for c in &self.stack[k..] {
             w.u8(match c.point {
                 ChoiceKind::Sched => 0,
                 ChoiceKind::Op => 1,
@@ -57,15 +70,24 @@ impl Subtree {
             w.u32(c.taken);
         }
         w.u64(self.frozen as u64);
-        w.u64(self.ends.len() as u64);
-        self.ends.iter().for_each(|&e| w.u32(e));
-        w.u64(self.nodes.len() as u64);
-        self.nodes.iter().for_each(|n| n.save(w));
+        self.ends[k..].iter().for_each(|&e| w.u32(e));
+        self.nodes[k..].iter().for_each(|n| n.save(w));
     }
 
-    pub(super) fn load(r: &mut Reader<'_>) -> Result<Subtree, String> {
-        let n = r.len(9)?;
-        let mut stack = Vec::with_capacity(n);
+    /// Reads what [`Subtree::save_after`] wrote after `prev`.
+    pub(super) fn load_after(r: &mut Reader<'_>, prev: Option<&Subtree>) -> Result<Subtree, String> {
+        let k = r.u64()?;
+        let have = prev.map_or(0, |p| p.stack.len());
+        let Some(k) = usize::try_from(k).ok().filter(|&k| k <= have) else {
+            return Err(format!("a subtree sharing {k} choices with one of {have}"));
+        };
+        // A choice, its end and the smallest node.
+        let n = r.len(9 + 4 + 3)?;
+        let (mut stack, mut ends, mut nodes) = match prev {
+            Some(p) => (p.stack[..k].to_vec(), p.ends[..k].to_vec(), p.nodes[..k].to_vec()),
+            None => (Vec::new(), Vec::new(), Vec::new()),
+        };
+        stack.reserve(n);
         for _ in 0..n {
             let point = match r.u8()? {
                 0 => ChoiceKind::Sched,
@@ -77,15 +99,50 @@ impl Subtree {
             stack.push(Choice { point, n: r.u32()?, taken: r.u32()? });
         }
         let frozen = r.u64()? as usize;
-        let ne = r.len(4)?;
-        let ends = (0..ne).map(|_| r.u32()).collect::<Result<Vec<_>, _>>()?;
-        let nn = r.len(1)?;
-        let nodes = (0..nn).map(|_| Node::load(r)).collect::<Result<Vec<_>, _>>()?;
-        if frozen > stack.len() || ends.len() != stack.len() || nodes.len() != stack.len() {
-            return Err("a subtree whose parts disagree".into());
+        for _ in 0..n {
+            ends.push(r.u32()?);
+        }
+        for _ in 0..n {
+            nodes.push(Node::load(r)?);
+        }
+        if frozen > stack.len() {
+            return Err("a subtree whose root is deeper than its choices".into());
         }
         Ok(Subtree { stack, frozen, ends, nodes })
     }
+
+    /// How many first choices it shares with `other`, with their ends and
+    /// nodes.
+    fn shared_prefix(&self, other: &Subtree) -> usize {
+        (0..self.stack.len().min(other.stack.len()))
+            .find(|&i| {
+                self.stack[i] != other.stack[i] || self.ends[i] != other.ends[i] || self.nodes[i] != other.nodes[i]
+            })
+            .unwrap_or(self.stack.len().min(other.stack.len()))
+    }
+}
+
+/// Writes the count of `trees`, then each after the one before it
+/// ([`Subtree::save_after`]).
+pub(super) fn save_subtrees<'a>(w: &mut Writer, trees: impl ExactSizeIterator<Item = &'a Subtree>) {
+    w.u64(trees.len() as u64);
+    let mut prev = None;
+    for t in trees {
+        t.save_after(w, prev);
+        prev = Some(t);
+    }
+}
+
+/// Reads what [`save_subtrees`] wrote.
+pub(super) fn load_subtrees(r: &mut Reader<'_>) -> Result<Vec<Subtree>, String> {
+    // Its shared count, its own count and its root's depth.
+    let n = r.len(24)?;
+    let mut out: Vec<Subtree> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Subtree::load_after(r, out.last())?;
+        out.push(t);
+    }
+    Ok(out)
 }
 
 /// The state the workers of [`exhaustive_parallel`] share.
@@ -203,8 +260,7 @@ impl Shared {
         if let Some(v) = visited {
             v(w);
         }
-        w.u64(work.len() as u64);
-        work.iter().for_each(|t| t.save(w));
+        save_subtrees(w, work.iter());
     }
 
     /// Reads a whole body [`Shared::write_body`] wrote, with `extra` of the
@@ -221,8 +277,7 @@ impl Shared {
         for _ in 0..r.len(9)? {
             visited.extend(Table::read_entries(&mut r)?);
         }
-        let nq = r.len(8)?;
-        let work = (0..nq).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
+        let work = load_subtrees(&mut r)?;
         if !r.done() {
             return Err("bytes after the end of the save".into());
         }
@@ -895,6 +950,54 @@ mod tests {
         assert_eq!(given[0].nodes[0].done, [(0, Foot::global())]);
         assert_eq!(t.ends, [1, 2], "the load's other value stays here");
         assert!(split_off(&mut t).is_empty());
+    }
+
+    /// A list of subtrees is written each after the one before it: what a
+    /// subtree shares with the one before is written once, the list reads
+    /// back as it was, and a subtree that claims to share more than the one
+    /// before it holds is refused.
+    #[test]
+    fn subtrees_that_share_a_prefix_are_written_once_and_read_back_whole() {
+        let mut nodes = Vec::new();
+        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut dfs = Dfs::new(&[], &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
+        for _ in 0..3 {
+            dfs.choose(ChoiceKind::Sched, &[0, 2], 0);
+            dfs.stepped(Foot::default());
+        }
+        let stack = vec![Choice { point: ChoiceKind::Sched, n: 2, taken: 0 }; 3];
+        let a = Subtree { ends: vec![2; 3], frozen: 1, stack, nodes };
+        let mut b = a.clone();
+        b.stack[2].taken = 1;
+        b.frozen = 3;
+        let mut c = b.clone();
+        c.stack.truncate(1);
+        c.frozen = 1;
+        c.ends.truncate(1);
+        c.nodes.truncate(1);
+        let list = [a, b, c];
+        let mut w = Writer::default();
+        save_subtrees(&mut w, list.iter());
+        let alone: usize = list
+            .iter()
+            .map(|t| {
+                let mut w = Writer::default();
+                t.save(&mut w);
+                w.0.len()
+            })
+            .sum();
+        assert!(w.0.len() + 16 < alone, "{} bytes as a list against {alone} each alone", w.0.len());
+        let back = load_subtrees(&mut Reader::new(&w.0)).unwrap();
+        for (x, y) in back.iter().zip(&list) {
+            assert_eq!((&x.stack, x.frozen, &x.ends, &x.nodes), (&y.stack, y.frozen, &y.ends, &y.nodes));
+        }
+        assert_eq!(back.len(), 3);
+        let mut w = Writer::default();
+        w.u64(1);
+        list[2].save(&mut w);
+        w.0[8] = 1;
+        let e = load_subtrees(&mut Reader::new(&w.0)).err().expect("a first subtree sharing a choice is refused");
+        assert!(e.contains("sharing 1 choices with one of 0"), "{e}");
     }
 
     /// A body is read whole before anything is taken from it, now that its

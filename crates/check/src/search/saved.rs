@@ -28,7 +28,7 @@
 //! The number of workers is free: `--jobs` may differ on resume.
 //!
 //! # The file
-//! A 36-byte header: the magic `TLBKITSV`, the format's version (2), the
+//! A 36-byte header: the magic `TLBKITSV`, the format's version (3), the
 //! length of the rest, the rest's xxh3-64 checksum and the checksum of the
 //! header's bytes before it; then the identity and the body. Each problem a
 //! file can have is refused in one line that says which ([`SaveProblem`]):
@@ -76,7 +76,7 @@ const DELTA_MAGIC: &[u8; 8] = b"TLBKITDL";
 
 /// The format's first bytes and version.
 const MAGIC: &[u8; 8] = b"TLBKITSV";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// The header's bytes: the magic, the version, the length of the rest, its
 /// checksum and the checksum of the header's bytes before this one.

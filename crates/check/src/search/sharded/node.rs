@@ -64,6 +64,7 @@
 //! 17 or 9 bytes), or subtrees as a save writes them.
 
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
+use crate::search::parallel::{load_subtrees, save_subtrees};
 use crate::search::saved::{Reader, Writer};
 use crate::search::table::{save_entries, Table};
 use crate::search::{Outcome, Worker};
@@ -239,14 +240,9 @@ impl ShardNode {
             node.table.drain_changes(false);
         }
         let work = node.work.lock().expect("no worker panicked holding a queue");
-        w.u64(work.len() as u64);
-        work.iter().for_each(|t| t.save(&mut w));
+        save_subtrees(&mut w, work.iter());
         let kept = node.kept.lock().expect("no worker panicked holding a queue");
-        w.u64(kept.len() as u64);
-        for (t, a) in kept.iter() {
-            t.save(&mut w);
-            w.u64(*a);
-        }
+        save_kept(&mut w, kept.iter());
         Ok(w.0)
     }
 
@@ -272,13 +268,8 @@ impl ShardNode {
         w.u64(last.extra.len() as u64);
         last.extra.iter().for_each(|&e| w.u64(e));
         save_entries(&mut w, &visited);
-        w.u64(last.work.len() as u64);
-        last.work.iter().for_each(|t| t.save(&mut w));
-        w.u64(last.kept.len() as u64);
-        for (t, a) in &last.kept {
-            t.save(&mut w);
-            w.u64(*a);
-        }
+        save_subtrees(&mut w, last.work.iter());
+        save_kept(&mut w, last.kept.iter());
         Ok(w.0)
     }
 
@@ -364,7 +355,10 @@ impl ShardNode {
         // Out of the queue, then out of the count: on its way, the carrier
         // holds it.
         s.open.fetch_sub(given.len() as u64, SeqCst);
-        let m = encode(SUBTREES, &given, |w, t| t.save(w));
+        let mut w = Writer::default();
+        w.u8(SUBTREES);
+        save_subtrees(&mut w, given.iter());
+        let m = w.0;
         s.counts.steals.fetch_add(given.len() as u64, Relaxed);
         s.counts.bytes.fetch_add(m.len() as u64, Relaxed);
         Some(m)
@@ -403,8 +397,7 @@ impl ShardNode {
                 s.inbox(w).send(now, batch);
             }
             SUBTREES => {
-                let n = r.len(8)?;
-                let trees = (0..n).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, String>>()?;
+                let trees = load_subtrees(&mut r)?;
                 // Into the count before into the queue: `open` never
                 // passes zero early.
                 s.open.fetch_add(trees.len() as u64, SeqCst);
@@ -428,6 +421,18 @@ impl ShardNode {
     /// Stops the search here (another node found a violation).
     pub fn stop(&self) {
         self.search.stop.store(true, SeqCst);
+    }
+}
+
+/// Writes the count of the admitted parked paths `kept`, then each path
+/// after the one before it ([`Subtree::save_after`]) and its answer.
+fn save_kept<'a>(w: &mut Writer, kept: impl ExactSizeIterator<Item = &'a (Subtree, u64)>) {
+    w.u64(kept.len() as u64);
+    let mut prev = None;
+    for (t, a) in kept {
+        t.save_after(w, prev);
+        w.u64(*a);
+        prev = Some(t);
     }
 }
 
@@ -480,10 +485,14 @@ impl Part {
         let n = r.len(8)?;
         let extra = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
         let visited = Table::read_entries(&mut r)?;
-        let n = r.len(8)?;
-        let work = (0..n).map(|_| Subtree::load(&mut r)).collect::<Result<Vec<_>, _>>()?;
-        let n = r.len(16)?;
-        let kept = (0..n).map(|_| Ok((Subtree::load(&mut r)?, r.u64()?))).collect::<Result<Vec<_>, String>>()?;
+        let work = load_subtrees(&mut r)?;
+        // A subtree's shared count, own count and root's depth, and the answer.
+        let n = r.len(32)?;
+        let mut kept: Vec<(Subtree, u64)> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Subtree::load_after(&mut r, kept.last().map(|(t, _)| t))?;
+            kept.push((t, r.u64()?));
+        }
         if !r.done() {
             return Err("bytes after its last item".into());
         }
