@@ -384,13 +384,18 @@ impl Core {
         format!("{DRAINS}{} = {}", self.addr_name(addr), self.show(addr, v))
     }
 
-    /// Returns the kind of an access to the field at `addr` (a PTE store drained
-    /// is a page-table change).
-    fn access_kind(&self, addr: usize, read: bool, write: bool) -> Kind {
+    /// Returns the kind of an access `how` to the field at `addr` (a PTE
+    /// store drained is a page-table change).
+    fn access_kind(&self, addr: usize, how: Rw) -> Kind {
         if pte_store(addr).is_some() {
             return Kind::PageTable;
         }
         let lock = matches!(self.names.get(&addr), Some((_, Value::Lock)));
+        let (read, write) = match how {
+            Rw::Read => (true, false),
+            Rw::Write => (false, true),
+            Rw::ReadWrite => (true, true),
+        };
         Kind::Access { field: self.addr_name(addr), read, write, lock }
     }
 
@@ -514,7 +519,7 @@ impl Core {
             self.drain_one(cpu, addr, w, v);
             let k = self.addr_key(addr);
             self.event_in(cpu, mix(0x3_0000, k ^ arena::position_free(v)), false, || {
-                (self.access_kind(addr, false, true), self.drained(addr, v))
+                (self.access_kind(addr, Rw::Write), self.drained(addr, v))
             });
         }
     }
@@ -932,3 +937,14 @@ use stale::Stale;
 use state::*;
 mod gone_wrong;
 pub(crate) use gone_wrong::guard_policy_code;
+
+/// How an access used a field, for its event's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rw {
+    /// A load.
+    Read,
+    /// A store (or a store leaving a store buffer).
+    Write,
+    /// A read-modify-write that changed the value.
+    ReadWrite,
+}

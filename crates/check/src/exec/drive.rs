@@ -587,7 +587,7 @@ fn drain(core: &Core, cpu: usize, mut leaving: Leaving, steps: usize) {
                 drain: true,
                 step: steps,
                 text: core.drained(addr, v),
-                kind: core.access_kind(addr, false, true),
+                kind: core.access_kind(addr, Rw::Write),
             });
         }
     });

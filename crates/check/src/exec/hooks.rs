@@ -84,7 +84,7 @@ pub(super) fn h_load(addr: usize, w: Width, ord: Ordering, read: &dyn Fn() -> u6
             (None, 0) => "",
             (None, _) => " (a value already overwritten: loads out of order)",
         };
-        (core.access_kind(addr, true, false), format!("load {} -> {}{from}", core.addr_name(addr), core.show(addr, v)))
+        (core.access_kind(addr, Rw::Read), format!("load {} -> {}{from}", core.addr_name(addr), core.show(addr, v)))
     });
     if acquires(ord) {
         // Later loads are ordered after a load-acquire.
@@ -126,7 +126,7 @@ pub(super) fn h_store(addr: usize, w: Width, ord: Ordering, v: u64, write: &dyn 
     core.note_shared(addr, w);
     let k = core.addr_key(addr);
     let text = |tail: &str| {
-        (core.access_kind(addr, false, true), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
+        (core.access_kind(addr, Rw::Write), format!("store {} = {}{tail}", core.addr_name(addr), core.show(addr, v)))
     };
     // Under TSO a `SeqCst` store is a locked one (x86's `XCHG`), visible at
     // once; under arm it is a store-release, buffered like any store (a later
@@ -182,7 +182,7 @@ pub(super) fn h_rmw(addr: usize, w: Width, ord: Ordering, op: check::RmwOp<'_>) 
         mix(mix(0x7_0000 ^ k, arena::position_free(old)), arena::position_free(new)),
         old == new,
         || {
-            let kind = core.access_kind(addr, true, old != new);
+            let kind = core.access_kind(addr, if old == new { Rw::Read } else { Rw::ReadWrite });
             (kind, format!("rmw {}: {} -> {}", core.addr_name(addr), core.show(addr, old), core.show(addr, new)))
         },
     );
