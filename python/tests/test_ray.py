@@ -292,6 +292,15 @@ def sharded_check_killed(address, env, more, ready, kill=lambda run, pids: os.ki
     return killed, run, out, err
 
 
+def has_deltas(directory):
+    """Whether a snapshot directory holds a node's deltas (not yet replaced
+    by whole parts)."""
+    try:
+        return any(f.stat().st_size > 0 for f in directory.glob("*.deltas"))
+    except OSError:
+        return False
+
+
 def test_a_sharded_check_that_loses_a_node_stops_and_says_so(cluster):
     """Without snapshots, a node's actor killed mid-search (SIGKILL) takes
     its part of the visited set with it: the binary's --ray-search sharded
@@ -328,8 +337,10 @@ def test_a_sharded_check_that_loses_a_node_before_its_first_snapshot_starts_agai
 
 def test_a_sharded_check_killed_goes_on_from_its_snapshot_and_resumes_on_another_number_of_nodes(
         cluster, on_one_machine, tmp_path):
-    """Snapshots every half second; a node's actor killed (SIGKILL) once one
-    is written: the driver goes on from that snapshot by itself, saying so,
+    """Snapshots every half second; a node's actor killed (SIGKILL) once a
+    delta is written (the snapshot then on disk is a whole part with deltas
+    after it, or, if the kill came before its file named it, the one
+    before): the driver goes on from that snapshot by itself, saying so,
     and the binary ends with one machine's verdict and states. The last
     snapshot it left (whole parts, or whole parts and deltas after them),
     resumed by hand on one node of the two (then on two
@@ -339,8 +350,8 @@ def test_a_sharded_check_killed_goes_on_from_its_snapshot_and_resumes_on_another
     address, env = cluster
     saved = tmp_path / "snap"
     snapshots = ["--checkpoint", str(saved), "--checkpoint-every", "0.5"]
-    killed, run, out, err = sharded_check_killed(address, env, snapshots, ready=(saved / "shards.ckpt").exists)
-    assert killed, "no snapshot was taken before the search ended: the search is too small"
+    killed, run, out, err = sharded_check_killed(address, env, snapshots, ready=lambda: has_deltas(saved))
+    assert killed, "no delta was written before the search ended: the search is too small"
     assert run.returncode == 0, (run.returncode, out, err)
     assert "was lost; going on from its snapshot" in err, err
     local = on_one_machine["x86-linux-410"].report
