@@ -263,8 +263,8 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
                     raise RuntimeError("a node of the sharded check was lost, and its part of the visited set with "
                                        "it: run the check again (with --checkpoint DIR a lost node costs only the "
                                        "work since the last snapshot)") from None
-                losses = losses + 1 if lost_at == saving.generation_on_disk() else 1
-                lost_at = saving.generation_on_disk()
+                on_disk = saving.generation_on_disk()
+                losses, lost_at = (losses + 1 if lost_at == on_disk else 1), on_disk
                 if losses >= _LOSSES:
                     raise RuntimeError(f"a node of the sharded check was lost {losses} times with no snapshot "
                                        f"between: {saving.resume_hint()}") from None

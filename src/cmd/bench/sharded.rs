@@ -8,11 +8,11 @@
 //! claims the state, and the owner's answer turns it into work or drops
 //! it), `--jobs` workers in all, claims and answers delivered after
 //! `--latency-us`; then the same check with `--jobs` workers sharing one
-//! visited set. It prints the seconds and executions of both, the steps
-//! each ran (not counting those a checkpoint put back: the work, where
-//! executions count the starts), and what sharding sent: claims, the claims admitted (each a parked execution
-//! replayed), the visits pruned by what owners had said (`known`), bytes
-//! per state, and the largest node's share of the states
+//! visited set. It prints the seconds and executions of both, the steps each
+//! ran (not counting those a checkpoint put back: the work, where executions
+//! count the starts), and what sharding sent: claims, the claims admitted (each
+//! a parked execution replayed), the visits pruned by what owners had said
+//! (`known`), bytes per state, and the largest node's share of the states
 //! (memory per node follows it). The states must be the same, or it fails.
 
 use crate::error::CliError;

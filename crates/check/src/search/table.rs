@@ -534,7 +534,7 @@ impl Table {
     }
 
     /// Every `(fingerprint, mask)` it holds.
-    fn entries(&self) -> Vec<(u64, u64)> {
+    pub(super) fn entries(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::with_capacity(self.len());
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);

@@ -227,23 +227,17 @@ impl ShardNode {
             return Err("a snapshot of what changed, from a node that marks no changes".into());
         }
         let node = s.node(self.wire().me);
-        let mut w = Writer::default();
-        [s.executions.load(Relaxed), s.pruned.load(Relaxed), s.max_steps.load(Relaxed) as u64]
-            .iter()
-            .for_each(|&c| w.u64(c));
-        w.u64(extra.len() as u64);
-        extra.iter().for_each(|&e| w.u64(e));
-        if changed_only {
-            save_entries(&mut w, &node.table.drain_changes(true));
+        let counts = [s.executions.load(Relaxed), s.pruned.load(Relaxed), s.max_steps.load(Relaxed) as u64];
+        let visited = if changed_only {
+            node.table.drain_changes(true)
         } else {
-            node.table.save(&mut w);
+            let all = node.table.entries();
             node.table.drain_changes(false);
-        }
+            all
+        };
         let work = node.work.lock().expect("no worker panicked holding a queue");
-        save_subtrees(&mut w, work.iter());
         let kept = node.kept.lock().expect("no worker panicked holding a queue");
-        save_kept(&mut w, kept.iter());
-        Ok(w.0)
+        Ok(Part::write(counts, extra, &visited, &work, &kept))
     }
 
     /// One part made of a node's whole part and the deltas that followed
@@ -263,14 +257,7 @@ impl ShardNode {
             last = Some(p);
         }
         let Some(last) = last else { return Err("no part to merge".into()) };
-        let mut w = Writer::default();
-        last.counts.iter().for_each(|&c| w.u64(c));
-        w.u64(last.extra.len() as u64);
-        last.extra.iter().for_each(|&e| w.u64(e));
-        save_entries(&mut w, &visited);
-        save_subtrees(&mut w, last.work.iter());
-        save_kept(&mut w, last.kept.iter());
-        Ok(w.0)
+        Ok(Part::write(last.counts, &last.extra, &visited, &last.work, &last.kept))
     }
 
     /// Whether the carrier holds this node and every worker rests.
@@ -424,18 +411,6 @@ impl ShardNode {
     }
 }
 
-/// Writes the count of the admitted parked paths `kept`, then each path
-/// after the one before it ([`Subtree::save_after`]) and its answer.
-fn save_kept<'a>(w: &mut Writer, kept: impl ExactSizeIterator<Item = &'a (Subtree, u64)>) {
-    w.u64(kept.len() as u64);
-    let mut prev = None;
-    for (t, a) in kept {
-        t.save_after(w, prev);
-        w.u64(*a);
-        prev = Some(t);
-    }
-}
-
 /// A message of `kind`: its items' count, then each as `item` writes it.
 fn encode<T>(kind: u8, batch: &[T], item: impl Fn(&mut Writer, &T)) -> Vec<u8> {
     let mut w = Writer::default();
@@ -478,7 +453,28 @@ struct Part {
 }
 
 impl Part {
-    /// Reads what [`ShardNode::save`] wrote.
+    /// A part's bytes: the counts, the caller's counters `extra`, the
+    /// states `visited`, the queue `work`, then the admitted parked paths
+    /// of `kept` (their subtrees as one list, then their answers).
+    fn write(
+        counts: [u64; 3],
+        extra: &[u64],
+        visited: &[(u64, u64)],
+        work: &[Subtree],
+        kept: &[(Subtree, u64)],
+    ) -> Vec<u8> {
+        let mut w = Writer::default();
+        counts.iter().for_each(|&c| w.u64(c));
+        w.u64(extra.len() as u64);
+        extra.iter().for_each(|&e| w.u64(e));
+        save_entries(&mut w, visited);
+        save_subtrees(&mut w, work.iter());
+        save_subtrees(&mut w, kept.iter().map(|(t, _)| t));
+        kept.iter().for_each(|&(_, a)| w.u64(a));
+        w.0
+    }
+
+    /// Reads what [`Part::write`] wrote.
     fn read(body: &[u8]) -> Result<Part, String> {
         let mut r = Reader::new(body);
         let counts = [r.u64()?, r.u64()?, r.u64()?];
@@ -486,13 +482,8 @@ impl Part {
         let extra = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
         let visited = Table::read_entries(&mut r)?;
         let work = load_subtrees(&mut r)?;
-        // A subtree's shared count, own count and root's depth, and the answer.
-        let n = r.len(32)?;
-        let mut kept: Vec<(Subtree, u64)> = Vec::with_capacity(n);
-        for _ in 0..n {
-            let t = Subtree::load_after(&mut r, kept.last().map(|(t, _)| t))?;
-            kept.push((t, r.u64()?));
-        }
+        let paths = load_subtrees(&mut r)?;
+        let kept = paths.into_iter().map(|t| Ok((t, r.u64()?))).collect::<Result<Vec<_>, String>>()?;
         if !r.done() {
             return Err("bytes after its last item".into());
         }
