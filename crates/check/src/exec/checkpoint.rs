@@ -64,10 +64,9 @@
 //! A worker of the sharded search takes up parked executions (each with its
 //! own checkpoint, made where it was parked) between executions of the
 //! subtree it was exploring. The checkpoints of the path it leaves are then
-//! shelved, not dropped (`checkpoint/shelf.rs`: up to a few thousand, found
-//! by a hash of the choices before each), and an execution that a shelved
-//! path's checkpoint starts deeper than the live path's takes that path back
-//! (`Saved::best`). Builds with debug
+//! shelved, not dropped (a few paths, the most recently left first), and an
+//! execution that a shelved path's checkpoint starts deeper than the live
+//! path's takes that path back (`Saved::best`). Builds with debug
 //! assertions check that every checkpoint restored lies on the path it is
 //! restored along.
 //!
@@ -79,10 +78,7 @@ use super::{
     abandon, arena, build_policy, check, drive, new_core, run, start, take_stack, Choice, ChoiceKind, Chooser, Co,
     Core, Outcome, Policy, Resume, Shape, State, HOOKS, STACK_BYTES,
 };
-mod shelf;
-
 use corosensei::stack::Stack;
-use shelf::{Depth, Shelf, Shelved};
 use std::hash::Hasher;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -184,12 +180,22 @@ pub(super) struct Saved {
     spare: Vec<Box<Snap>>,
     /// The checkpoint where the last execution was parked, if it was.
     parked: Option<Box<Snap>>,
-    /// Other paths' checkpoints: a worker that takes up a parked execution
-    /// and then comes back to the subtree it left starts again from that
-    /// subtree's deepest checkpoint, not from the prefix the two paths
-    /// share (see [`Saved::best`]).
-    shelf: Shelf<Box<Snap>>,
+    /// Other paths' checkpoints, the most recently left first: a worker that
+    /// takes up a parked execution and then comes back to the subtree it
+    /// left starts again from that subtree's deepest checkpoint, not from
+    /// the prefix the two paths share (see [`Saved::best`]).
+    shelf: Vec<Shelved>,
 }
+
+/// A path and its checkpoints, off the live one ([`Saved::shelf`]).
+struct Shelved {
+    path: Vec<Choice>,
+    #[allow(clippy::vec_box)]
+    snaps: Vec<Box<Snap>>,
+}
+
+/// The most paths [`Saved::shelf`] keeps.
+const SHELF: usize = 4;
 
 /// The checkpoint of `snaps` (along `path`) to start an execution forced
 /// through `forced` from: the deepest on the prefix the two paths share and
@@ -214,12 +220,6 @@ struct ParkedRun {
 
 /// Numbers the live executions ([`Live::id`]).
 static LIVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-impl Depth for Box<Snap> {
-    fn depth(&self) -> usize {
-        self.depth
-    }
-}
 
 /// One checkpoint: everything an execution needs to stand again at a
 /// scheduling point, before the choice made there.
@@ -279,14 +279,19 @@ fn handle_sp(co: &Co<'_>, top: usize) -> Option<usize> {
 }
 
 impl Saved {
-    /// Makes `path` the live one: the checkpoints of the old deeper than
-    /// `depth` (those off `path`) are shelved with it.
-    fn shelve_below(&mut self, depth: usize, path: Vec<Choice>) {
-        let old = std::mem::replace(&mut self.path, path);
+    /// Shelves the live path's checkpoints deeper than `depth` (those off
+    /// the path the next execution takes), first; the shelf's oldest past
+    /// [`SHELF`] gives its checkpoints' buffers back.
+    fn shelve_below(&mut self, depth: usize) {
         let keep = self.snaps.iter().position(|x| x.depth > depth).unwrap_or(self.snaps.len());
         let deeper = self.snaps.split_off(keep);
-        if !deeper.is_empty() {
-            self.shelf.put(old, deeper, &mut self.spare);
+        if deeper.is_empty() {
+            return;
+        }
+        self.shelf.insert(0, Shelved { path: self.path.clone(), snaps: deeper });
+        if self.shelf.len() > SHELF {
+            let old = self.shelf.pop().expect("a shelf past its size");
+            self.spare.extend(old.snaps);
         }
     }
 
@@ -296,12 +301,20 @@ impl Saved {
     /// the prefix the two share (every shelved checkpoint lies deeper than
     /// the live ones it was shelved from) and shelving the rest.
     fn best(&mut self, forced: &[Choice]) -> Option<usize> {
+        let depth = |snaps: &[Box<Snap>], k: Option<usize>| k.map(|k| snaps[k].depth);
         let here = candidate(&self.path, &self.snaps, forced);
-        let above = here.map_or(0, |k| self.snaps[k].depth);
-        let Some((key, _)) = self.shelf.deepest(forced, above) else { return here };
-        let Shelved { path, snaps } = self.shelf.take(key);
+        let mut best = (depth(&self.snaps, here), None);
+        for (i, p) in self.shelf.iter().enumerate() {
+            let d = depth(&p.snaps, candidate(&p.path, &p.snaps, forced));
+            if d > best.0 {
+                best = (d, Some(i));
+            }
+        }
+        let Some(i) = best.1 else { return here };
+        let Shelved { path, snaps } = self.shelf.remove(i);
         let common = self.path.iter().zip(&path).take_while(|(a, b)| a == b).count();
-        self.shelve_below(common.min(snaps[0].depth.saturating_sub(1)), path);
+        self.shelve_below(common.min(snaps[0].depth.saturating_sub(1)));
+        self.path = path;
         self.snaps.extend(snaps);
         candidate(&self.path, &self.snaps, forced)
     }
@@ -459,8 +472,9 @@ pub fn run_from<P: Policy>(
             // back to the subtree it leaves.
             let s = &mut live.saved;
             let common = s.path.iter().zip(&p.path).take_while(|(a, b)| a == b).count();
-            s.shelve_below(common, p.path);
+            s.shelve_below(common);
             s.snaps.push(p.snap);
+            s.path = p.path;
             Some(s.snaps.len() - 1)
         }
         _ => None,
@@ -544,7 +558,7 @@ impl Live {
                 snaps: Vec::new(),
                 spare: Vec::new(),
                 parked: None,
-                shelf: Shelf::default(),
+                shelf: Vec::new(),
             },
         }
     }

@@ -799,11 +799,7 @@ impl At<'_, '_> {
 /// nothing above its root is explored again).
 fn parked_nodes(choices: &[super::Choice], nodes: &[super::dfs::Node]) -> Vec<super::dfs::Node> {
     let last = choices.iter().rposition(|c| c.point == super::ChoiceKind::Sched);
-    // Room for the nodes its subtree adds, so that they are not moved as it
-    // grows.
-    let mut out = Vec::with_capacity(nodes.len() + 32);
-    out.extend((0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }));
-    out
+    (0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }).collect()
 }
 
 #[cfg(test)]
