@@ -288,7 +288,10 @@ impl Saved {
         if deeper.is_empty() {
             return;
         }
-        self.shelf.insert(0, Shelved { path: self.path.clone(), snaps: deeper });
+        // With the live path's room: it is the live path again when taken back.
+        let mut path = Vec::with_capacity(self.path.capacity());
+        path.extend_from_slice(&self.path);
+        self.shelf.insert(0, Shelved { path, snaps: deeper });
         if self.shelf.len() > SHELF {
             let old = self.shelf.pop().expect("a shelf past its size");
             self.spare.extend(old.snaps);
@@ -513,7 +516,10 @@ pub fn run_from<P: Policy>(
     live.saved.path.clear();
     live.saved.path.extend_from_slice(&out.choices);
     if let Some(snap) = live.saved.parked.take() {
-        chooser.keep_parked(crate::search::Parked::new(ParkedRun { snap, path: out.choices.clone(), live: live.id }));
+        // With room for the choices its subtree adds when it is the live path.
+        let mut path = Vec::with_capacity(out.choices.len() * 2);
+        path.extend_from_slice(&out.choices);
+        chooser.keep_parked(crate::search::Parked::new(ParkedRun { snap, path, live: live.id }));
     }
     arena::set_active(was);
     out

@@ -29,7 +29,9 @@ impl Subtree {
     /// The subtree below the root `stack` (each choice's option taken there
     /// its only one), with what the search keeps for each choice.
     pub(super) fn below(stack: Vec<Choice>, nodes: Vec<Node>) -> Subtree {
-        Subtree { ends: stack.iter().map(|c| c.taken + 1).collect(), frozen: stack.len(), stack, nodes }
+        let mut ends = Vec::with_capacity(stack.capacity());
+        ends.extend(stack.iter().map(|c| c.taken + 1));
+        Subtree { ends, frozen: stack.len(), stack, nodes }
     }
 
     /// Takes the choices the execution below it made (`choices`: those

@@ -783,7 +783,11 @@ impl At<'_, '_> {
         // Counted before its claim can be answered.
         s.open.fetch_add(1, SeqCst);
         s.counts.claims.fetch_add(1, Relaxed);
-        let path = Subtree::below(choices.to_vec(), parked_nodes(choices, nodes));
+        // With room for the choices and nodes its subtree adds, so that they
+        // are not moved as it grows.
+        let mut stack = Vec::with_capacity(choices.len() + ROOM);
+        stack.extend_from_slice(choices);
+        let path = Subtree::below(stack, parked_nodes(choices, nodes));
         self.local.parked.insert(claim.id, (path, snap));
         self.out.claims[o].push(claim);
         self.out.since.get_or_insert_with(Instant::now);
@@ -793,13 +797,18 @@ impl At<'_, '_> {
     }
 }
 
+/// The choices a parked path's vectors have room for past its own.
+const ROOM: usize = 32;
+
 /// What a parked path keeps of its nodes: the last scheduling choice's (the
 /// state's sleep set comes from its footprint and what it had asleep), the
 /// others empty. Its replay reads no other (its choices are forced, and
 /// nothing above its root is explored again).
 fn parked_nodes(choices: &[super::Choice], nodes: &[super::dfs::Node]) -> Vec<super::dfs::Node> {
     let last = choices.iter().rposition(|c| c.point == super::ChoiceKind::Sched);
-    (0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }).collect()
+    let mut out = Vec::with_capacity(nodes.len() + ROOM);
+    out.extend((0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }));
+    out
 }
 
 #[cfg(test)]
