@@ -142,7 +142,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 #[cfg(test)]
 use scheduler::State;
-use scheduler::{CpuSched, Retry, Scheduler, Thread};
+use scheduler::{CpuSched, MayMove, Retry, Scheduler, Thread};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use timing::Timing;

@@ -231,14 +231,33 @@ impl SchedAvg {
         }
     }
 
-    /// `__update_load_avg_se`: a task of `weight`, queued (`on_rq`) or not,
-    /// runnable (`runnable`: queued and not asleep with its dequeue delayed)
-    /// and running or not since its last update, brought to `now`.
-    pub fn update_task(&mut self, now: u64, weight: u32, on_rq: bool, runnable: bool, running: bool) {
-        if self.update_sum(now, u64::from(on_rq), u64::from(runnable), running) {
+    /// `__update_load_avg_se`: a task of `weight`, as it was (`was`) since
+    /// its last update, brought to `now`.
+    pub fn update_task(&mut self, now: u64, weight: u32, was: TaskState) {
+        if self.update_sum(now, u64::from(was.on_rq), u64::from(was.runnable), was.running) {
             self.update_avg(u64::from(weight));
         }
     }
+}
+
+/// What a task was for its averages since their last update (the arguments
+/// of `__update_load_avg_se`: `se->on_rq`, `se_runnable(se)`, `cfs_rq->curr
+/// == se`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskState {
+    /// Queued (`on_rq`), a task asleep with its dequeue delayed included.
+    pub on_rq: bool,
+    /// Queued and not asleep with its dequeue delayed.
+    pub runnable: bool,
+    /// Running.
+    pub running: bool,
+}
+
+impl TaskState {
+    /// Neither queued nor running.
+    pub const GONE: TaskState = TaskState { on_rq: false, runnable: false, running: false };
+    /// Queued, runnable and running.
+    pub const RUNNING: TaskState = TaskState { on_rq: true, runnable: true, running: true };
 }
 
 /// A task's averages, the CPU whose queue's averages hold them, and its
@@ -252,15 +271,14 @@ pub struct TaskAvg {
     pub rq: Option<u32>,
     /// Whether it never joined a queue's averages (a new task).
     pub new: bool,
-    /// Since the last update: queued (`on_rq`), runnable (queued and not
-    /// asleep with its dequeue delayed), running.
-    pub held: (bool, bool, bool),
+    /// What it was since the last update.
+    pub held: TaskState,
 }
 
 impl TaskAvg {
     /// A new task of `weight`.
     pub fn new(weight: u32) -> Self {
-        TaskAvg { avg: SchedAvg::new_task(weight), rq: None, new: true, held: (false, false, false) }
+        TaskAvg { avg: SchedAvg::new_task(weight), rq: None, new: true, held: TaskState::GONE }
     }
 }
 
@@ -347,7 +365,7 @@ impl RqAvg {
     /// and left for the queue's next update to subtract (a wake-up on
     /// another CPU, or death).
     pub fn remove(&mut self, se: &mut SchedAvg, weight: u32) {
-        se.update_task(self.avg.last_update, weight, false, false, false);
+        se.update_task(self.avg.last_update, weight, TaskState::GONE);
         self.removed.0 += se.load_avg;
         self.removed.1 += se.util_avg;
         self.removed.2 += se.runnable_avg;
@@ -391,12 +409,12 @@ mod tests {
         let mut now = 1;
         for _ in 0..1000 {
             now += MS;
-            a.update_task(now, 1024, true, true, true);
+            a.update_task(now, 1024, TaskState::RUNNING);
         }
         assert!((1000..=1024).contains(&a.load_avg), "{a:?}");
         assert!((1000..=1024).contains(&a.util_avg), "{a:?}");
         // Asleep for 32 ms (about 31 periods of 1,024 us): about half.
-        a.update_task(now + 32 * MS, 1024, false, false, false);
+        a.update_task(now + 32 * MS, 1024, TaskState::GONE);
         assert!((480..=540).contains(&a.load_avg), "{a:?}");
     }
 
@@ -407,7 +425,7 @@ mod tests {
         for i in 0..4000 {
             now += MS / 2;
             let on = i % 2 == 0;
-            a.update_task(now, 1024, on, on, on);
+            a.update_task(now, 1024, if on { TaskState::RUNNING } else { TaskState::GONE });
         }
         assert!((430..=600).contains(&a.load_avg), "{a:?}");
     }
@@ -428,7 +446,7 @@ mod tests {
         rq.update(1 + 52 * MS, 0, 0, false);
         assert!(rq.avg.load_avg < loaded && rq.avg.load_avg > loaded / 3, "{rq:?}");
         // ...until it wakes elsewhere: removed at the queue's next update.
-        se.update_task(1 + 20 * MS, 1024, true, true, true);
+        se.update_task(1 + 20 * MS, 1024, TaskState::RUNNING);
         rq.remove(&mut se, 1024);
         assert_eq!(se.last_update, 0);
         rq.update(1 + 53 * MS, 0, 0, false);

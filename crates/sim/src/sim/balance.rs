@@ -291,7 +291,7 @@ impl Sim {
             .scheduler
             .balance_candidates(src)
             .into_iter()
-            .find(|&t| self.scheduler.can_migrate(t, src, dst, now, true, false));
+            .find(|&t| self.scheduler.can_migrate(t, src, dst, now, MayMove { cache_hot: true, delayed: false }));
         if let Some(t) = tid.and_then(|t| self.scheduler.detach_task(src, t, dst, now)) {
             let level = self.scheduler.domains().lowest_common(dst, src, self.scheduler.llcs());
             self.scheduler.cpu_mut(dst).balancing_mut().pushed(level);
@@ -331,14 +331,13 @@ impl Sim {
         let mut moved = Vec::new();
         let kernel = self.scheduler.tun().kernel;
         let failed = self.scheduler.cpu(cpu).balancing().failures(level);
-        let hot_ok = failed > kernel.cache_nice_tries(level);
+        let may = MayMove { cache_hot: failed > kernel.cache_nice_tries(level), delayed: imb.kind == Migration::Load };
         let mut left = i128::from(imb.amount);
-        let load = imb.kind == Migration::Load;
         for tid in self.scheduler.balance_candidates(src) {
             if self.scheduler.load_of(src) <= 1 {
                 break;
             }
-            if !self.scheduler.can_migrate(tid, src, cpu, now, hot_ok, load) {
+            if !self.scheduler.can_migrate(tid, src, cpu, now, may) {
                 continue;
             }
             match imb.kind {

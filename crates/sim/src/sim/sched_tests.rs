@@ -566,8 +566,8 @@ fn eevdf_delays_the_dequeue_of_a_task_that_sleeps_ahead_and_wakes_it_where_it_is
     assert_eq!(sim.scheduler.load_of(c), 2, "counted in the CPU's load, as nr_running counts it");
     // An idle CPU's pull (migrate_task) leaves a delayed task; a busy CPU's
     // balance of load may move it.
-    assert!(!sim.scheduler.can_migrate(spin, c, other, now, true, false));
-    assert!(sim.scheduler.can_migrate(spin, c, other, now, true, true));
+    assert!(!sim.scheduler.can_migrate(spin, c, other, now, MayMove { cache_hot: true, delayed: false }));
+    assert!(sim.scheduler.can_migrate(spin, c, other, now, MayMove { cache_hot: true, delayed: true }));
     // Woken from the idle CPU: it runs where it is queued (ttwu_runnable), with
     // no choice of CPU.
     sim.wake(spin, other, now, false);

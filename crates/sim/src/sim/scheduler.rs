@@ -280,6 +280,18 @@ impl CpuSched {
     }
 }
 
+/// Which queued tasks a balance may move besides the rest
+/// ([`Scheduler::can_migrate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct MayMove {
+    /// Cache-hot ones (`task_hot`): the balance failed more often than the
+    /// domain's `cache_nice_tries`, or the stopper pushes.
+    pub cache_hot: bool,
+    /// Ones asleep with their dequeue delayed: only a balance that moves load
+    /// (`migrate_load`).
+    pub delayed: bool,
+}
+
 impl Scheduler {
     /// Returns a scheduler with no threads and no CPUs yet
     /// ([`Scheduler::add_cpu`]): the class's tunables `tun`, the cache
@@ -970,11 +982,11 @@ impl Scheduler {
     }
 
     /// Returns whether a balance may move queued task `tid` from `src` to
-    /// `dst` at `now` (`can_migrate_task`): not bound to its CPU, not delayed
-    /// unless the balance moves load (`load`), not cache-hot unless `hot_ok`.
-    pub(super) fn can_migrate(&self, tid: usize, src: usize, dst: usize, now: u64, hot_ok: bool, load: bool) -> bool {
+    /// `dst` at `now` (`can_migrate_task`): not bound to its CPU, and
+    /// neither delayed nor cache-hot unless `may` allows it.
+    pub(super) fn can_migrate(&self, tid: usize, src: usize, dst: usize, now: u64, may: MayMove) -> bool {
         let t = &self.threads[tid];
-        !t.pinned && (load || !t.se.delayed) && (hot_ok || !self.hot(tid, src, dst, now))
+        !t.pinned && (may.delayed || !t.se.delayed) && (may.cache_hot || !self.hot(tid, src, dst, now))
     }
 
     /// Takes queued task `tid` off `src`'s queue for `dst` ([`Scheduler::detach`]).

@@ -34,7 +34,7 @@
 
 use super::{Scheduler, State};
 use crate::sched::group::{CpuLoad, SCALE};
-use crate::sched::pelt::{idle_scan_count, RqAvg};
+use crate::sched::pelt::{idle_scan_count, RqAvg, TaskState};
 use crate::sched::LLC_IMBALANCE_PCT;
 
 impl Scheduler {
@@ -70,13 +70,13 @@ impl Scheduler {
             (t.cpu, t.se.weight, t.state, t.se.delayed)
         };
         let running = self.sched[cpu].cur == Some(tid);
-        let (on_rq, runnable) = match state {
-            State::Running | State::Runnable => (true, true),
-            State::Blocked => (delayed, false),
-            State::Dead => (false, false),
+        let now_is = match state {
+            State::Running | State::Runnable => TaskState { on_rq: true, runnable: true, running },
+            State::Blocked => TaskState { on_rq: delayed, runnable: false, running },
+            State::Dead => TaskState { on_rq: false, runnable: false, running },
         };
         let p = &mut self.threads[tid].se.pelt;
-        let arrives = on_rq && p.rq != Some(cpu as u32);
+        let arrives = now_is.on_rq && p.rq != Some(cpu as u32);
         match p.rq {
             // Woken on another CPU (`migrate_task_rq_fair`): its averages
             // are brought, blocked, only to its old queue's last update, and
@@ -86,8 +86,7 @@ impl Scheduler {
                 p.rq = None;
             }
             Some(old) => {
-                let (q, r, run) = p.held;
-                p.avg.update_task(ns, weight, q, r, run);
+                p.avg.update_task(ns, weight, p.held);
                 if state == State::Dead {
                     // `task_dead_fair`.
                     self.sched[old as usize].pelt.remove(&mut p.avg, weight);
@@ -96,7 +95,7 @@ impl Scheduler {
             }
             None => {}
         }
-        p.held = (on_rq, runnable, running);
+        p.held = now_is;
         if !arrives {
             return;
         }
