@@ -21,6 +21,7 @@ mod tlb;
 mod views;
 
 pub use sorted_set::SortedSet;
+pub use tlb::RootWalks;
 
 /// The most pages an address space maps (`--pages`).
 pub const MAX_PAGES: usize = 4;
@@ -1061,7 +1062,7 @@ mod tests {
         assert!(m.fill(&mut new) && new.len() == 2);
         // A flushing root write of the same root and tag, and a changed PTE.
         new.clear();
-        m.write_root(0, Root::Mm(MmId(1)), 1, false, true);
+        m.write_root(0, Root::Mm(MmId(1)), 1, false, RootWalks::NewOnly);
         assert!(m.fill(&mut new) && new.len() == 2);
         new.clear();
         m.spaces[1].ptes[0].as_mut().unwrap().ver += 1;

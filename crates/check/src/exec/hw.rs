@@ -3,6 +3,7 @@
 //! each call that acts on the machine a preemption point.
 
 use super::*;
+use crate::kernel::RootWalks;
 
 impl<'a> CheckHw<'a> {
     pub(super) fn st(&self) -> std::cell::RefMut<'_, State> {
@@ -126,8 +127,8 @@ impl<'c> Hw for CheckHw<'c> {
             self.core.drain_own(self.cpu);
         }
         let a = asid.get();
-        let synced = !self.core.shape.arm64;
-        self.st().m.write_root(self.cpu, root, a, noflush, synced);
+        let walks = if self.core.shape.arm64 { RootWalks::OldUntilSync } else { RootWalks::NewOnly };
+        self.st().m.write_root(self.cpu, root, a, noflush, walks);
         let rk = match root {
             Root::Mm(m) => m.0 as u64,
             Root::Reserved => 0xffff,

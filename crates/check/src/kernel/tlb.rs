@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// Which roots a CPU's walks may use after it writes its root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootWalks {
+    /// The new one only: the write serialises (x86's CR3 write).
+    NewOnly,
+    /// The one written over too, until the CPU's next context
+    /// synchronisation ([`Machine::synchronise`]): arm64's `MSR TTBR0_EL1`.
+    OldUntilSync,
+}
+
 impl Machine {
     /// Fills every CPU's TLB with every translation reachable from its root under
     /// the tag it runs with (the hardware may walk speculatively at any moment;
@@ -196,13 +206,10 @@ impl Machine {
     }
 
     /// Writes CPU `cpu`'s root; without `noflush`, non-global entries of `asid`
-    /// go (the x86 CR3 write). With `synced` false (arm64's `MSR TTBR0_EL1`),
-    /// the root written over stays in use for walks until the CPU's next
-    /// context synchronisation ([`Machine::synchronise`]); x86's CR3 write
-    /// serialises.
-    pub fn write_root(&mut self, cpu: usize, root: Root, asid: u16, noflush: bool, synced: bool) {
+    /// go (the x86 CR3 write). What walks use from here is `walks`'s.
+    pub fn write_root(&mut self, cpu: usize, root: Root, asid: u16, noflush: bool, walks: RootWalks) {
         let old = self.roots[cpu];
-        if !synced && old != (root, asid) && !self.roots.unsynced[cpu].contains(&old) {
+        if walks == RootWalks::OldUntilSync && old != (root, asid) && !self.roots.unsynced[cpu].contains(&old) {
             self.roots.unsynced[cpu].push(old);
         }
         self.roots.unsynced[cpu].retain(|&r| r != (root, asid));
