@@ -318,13 +318,15 @@ impl<'a> Search<'a> {
         let before = &th.insts[..i];
         let instr = |x: &Inst| self.instr(t, x);
         let all = |f: &dyn Fn(&Inst, &Instr) -> bool| before.iter().all(|x| f(x, instr(x)));
-        let barriers_done = |ld: bool, st: bool| {
+        // The barriers before an access that must have run first: every
+        // `DMB SY` and `DMB LD` (which order the loads before it with every
+        // later access), `DMB ST` before a store, and every `DSB` and context
+        // synchronisation.
+        let barriers_done = |store: bool| {
             all(&|x, ins| {
                 x.done
                     || match ins {
-                        Instr::Dmb(b) => {
-                            !(matches!(b, Barrier::Full) || (ld && *b == Barrier::Ld) || (st && *b == Barrier::St))
-                        }
+                        Instr::Dmb(b) => !(matches!(b, Barrier::Full | Barrier::Ld) || (store && *b == Barrier::St)),
                         Instr::Dsb(_) | Instr::Isb | Instr::Svc(_) | Instr::Eret => false,
                         _ => true,
                     }
@@ -406,14 +408,14 @@ impl<'a> Search<'a> {
                         let ok = if store {
                             let Instr::Str { rt, .. } = instr(me) else { unreachable!() };
                             self.reg(th, t, i, *rt).is_some()
-                                && barriers_done(true, true)
+                                && barriers_done(store)
                                 && th.pending.iter().all(|p| p.at > i)
                                 && self.settled(th, t, i)
                                 && all(&|x, ins| {
                                     x.done || !matches!(ins, Instr::Ldr { .. } | Instr::Str { .. }) || !at_loc(x)
                                 })
                         } else {
-                            barriers_done(true, false)
+                            barriers_done(store)
                                 && all(&|x, ins| !matches!(ins, Instr::Str { .. }) || x.tr.is_some())
                                 && self.forward(th, t, i, loc).is_some()
                         };
