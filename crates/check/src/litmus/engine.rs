@@ -319,8 +319,9 @@ impl<'a> Search<'a> {
         let instr = |x: &Inst| self.instr(t, x);
         let all = |f: &dyn Fn(&Inst, &Instr) -> bool| before.iter().all(|x| f(x, instr(x)));
         // The barriers before an access that must have run first: every
-        // `DMB SY` and `DMB LD` (which order the loads before it with every
-        // later access), `DMB ST` before a store, and every `DSB` and context
+        // `DMB SY` (all accesses before it with all after), every `DMB LD`
+        // (the loads before it with every later access), a `DMB ST` (stores
+        // with stores) only before a store, and every `DSB` and context
         // synchronisation.
         let barriers_done = |store: bool| {
             all(&|x, ins| {
