@@ -361,7 +361,7 @@ impl CheckParty {
 /// A node of a sharded check (`tlbkit_check::run::shards::Shard`): its part
 /// of the visited set and its workers, which run from its start on threads
 /// of their own; what a Ray actor holds. Its messages to the other nodes
-/// leave it, and theirs reach it, through [`CheckShard::pump`].
+/// leave it, and theirs reach it, through its [`CheckCourier`].
 #[pyclass(frozen)]
 struct CheckShard(Arc<tlbkit_check::run::shards::Shard>);
 
@@ -402,34 +402,6 @@ impl CheckShard {
         Ok(pyo3::types::PyBytes::new(py, &self.0.save(delta).map_err(check_error)?))
     }
 
-    /// Hands in `inbox` (the other nodes' messages for this one), gives at
-    /// most `give` queued subtrees to node `to`, says whether another
-    /// node's workers wait (`wanted`) and whether the driver holds the
-    /// nodes for a snapshot (`hold`); returns `(messages out, as (node,
-    /// bytes), work open, subtrees queued, workers waiting, stopped,
-    /// executions, states owned, settled, bytes of its visited set)`.
-    #[allow(clippy::type_complexity)]
-    fn pump<'py>(
-        &self,
-        py: Python<'py>,
-        inbox: Vec<Vec<u8>>,
-        give: usize,
-        to: usize,
-        wanted: bool,
-        hold: bool,
-    ) -> PyResult<(Vec<(usize, Bound<'py, pyo3::types::PyBytes>)>, u64, usize, usize, bool, u64, u64, bool, u64)> {
-        let shard = self.0.clone();
-        let orders = tlbkit_check::search::Orders { give, to, wanted, hold };
-        let p = py
-            .detach(move || {
-                let inbox: Vec<&[u8]> = inbox.iter().map(Vec::as_slice).collect();
-                shard.pump(&inbox, orders)
-            })
-            .map_err(check_error)?;
-        let out = p.out.iter().map(|(n, m)| (*n, pyo3::types::PyBytes::new(py, m))).collect();
-        Ok((out, p.open, p.queued, p.hungry, p.stopped, p.executions, p.states, p.settled, p.bytes))
-    }
-
     /// Ends the search here: every node's work is done.
     fn finish(&self) {
         self.0.finish();
@@ -446,6 +418,62 @@ impl CheckShard {
         let shard = self.0.clone();
         let t = interruptible(py, move || shard.join())?.map_err(check_error)?;
         Ok(pyo3::types::PyBytes::new(py, &tlbkit_check::run::shards::Totals::save(&[t])))
+    }
+}
+
+/// A node's connections to the other nodes of a sharded check
+/// (`tlbkit_check::run::courier::Courier`): it listens on a port of `host`
+/// when made (`address` is what the others connect to); `start` connects
+/// to them and carries its node's messages over TCP on threads of its own,
+/// while the driver polls `status` and gives `order`s.
+#[pyclass(frozen)]
+struct CheckCourier(tlbkit_check::run::courier::Courier, String);
+
+#[pymethods]
+impl CheckCourier {
+    #[new]
+    fn new(host: &str) -> PyResult<Self> {
+        let (courier, address) = tlbkit_check::run::courier::Courier::listen(host).map_err(check_error)?;
+        Ok(CheckCourier(courier, address))
+    }
+
+    /// The address the other nodes connect to (`host:port`).
+    #[getter]
+    fn address(&self) -> String {
+        self.1.clone()
+    }
+
+    /// Connects to every other node (`peers`: each node's address, this
+    /// one's at `me`), accepts theirs, and carries `shard`'s messages, a
+    /// pump after each arrival and at most `pause_s` apart.
+    fn start(&self, py: Python<'_>, shard: &CheckShard, me: usize, peers: Vec<String>, pause_s: f64) -> PyResult<()> {
+        let pause = std::time::Duration::try_from_secs_f64(pause_s)
+            .map_err(|_| PyValueError::new_err(format!("pause_s={pause_s}: give seconds of 0 or more")))?;
+        let shard = shard.0.clone();
+        py.detach(|| self.0.start(shard, me, &peers, pause)).map_err(check_error)
+    }
+
+    /// The orders for the node's next pumps (`tlbkit_check::search::Orders`:
+    /// give at most `give` queued subtrees to node `to`, once; whether
+    /// another node's workers wait; whether to hold for a snapshot).
+    fn order(&self, give: usize, to: usize, wanted: bool, hold: bool) {
+        self.0.order(tlbkit_check::search::Orders { give, to, wanted, hold });
+    }
+
+    /// The last pump's figures: `(sent, received, work open, subtrees
+    /// queued, workers waiting, stopped, executions, states owned,
+    /// settled, bytes of its visited set)`, or None before the first.
+    #[allow(clippy::type_complexity)]
+    fn status(&self) -> PyResult<Option<(u64, u64, u64, usize, usize, bool, u64, u64, bool, u64)>> {
+        Ok(self.0.status().map_err(check_error)?.map(|s| {
+            let p = s.pumped;
+            (s.sent, s.received, p.open, p.queued, p.hungry, p.stopped, p.executions, p.states, p.settled, p.bytes)
+        }))
+    }
+
+    /// Stops carrying and closes the connections.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.0.close());
     }
 }
 
@@ -717,6 +745,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CheckRounds>()?;
     m.add_class::<CheckParty>()?;
     m.add_class::<CheckShard>()?;
+    m.add_class::<CheckCourier>()?;
     m.add_function(wrap_pyfunction!(check_shards_report, m)?)?;
     for f in [
         wrap_pyfunction!(shards_write_part, m)?,

@@ -11,9 +11,10 @@ bytes as a sweep on host threads.
 Exhaustive checks (``check`` below): the search in rounds among actors that
 each keep a whole copy of the visited set (``check_rounds``, the default), or,
 with ``search="sharded"``, the visited set sharded among Ray actors, one per
-node, each owning part of it and running its own workers, this driver
-carrying their messages (claims of states another node owns, its answers,
-subtrees given to a node whose workers wait) and seeing the end.
+node, each owning part of it and running its own workers and sending its
+messages (claims of states another node owns, its answers, subtrees given
+to a node whose workers wait) straight to the others over TCP, this driver
+polling them, giving work to nodes that wait and seeing the end.
 """
 
 from __future__ import annotations
@@ -126,33 +127,57 @@ class _Shard:
     """A Ray actor of a sharded check, one per node: that node's part of the
     visited set and its worker threads, one per CPU of the node
     (``tlbkit_check::run::shards::Shard``), which run from its start: a new
-    search, or the one a snapshot's ``parts`` saved."""
+    search, or the one a snapshot's ``parts`` saved.
+
+    Its messages go straight to the other nodes over TCP
+    (``tlbkit_check::run::courier``): ``address`` is where it listens,
+    ``connect`` joins it to the others and starts its carrying thread; the
+    driver only polls ``status`` and gives ``order``s. The actor is threaded,
+    so that ``connect``, which waits for the others' connections, runs
+    beside their calls."""
 
     def __init__(self, token: str, me: int, nodes: int, jobs: int, deltas: bool, *parts: bytes):
+        import ray
+
         from tlbkit import _native
 
+        self.me = me
         self.shard = _native.CheckShard(token, me, nodes, jobs, list(parts) if parts else None, deltas)
+        self.courier = _native.CheckCourier(ray.util.get_node_ip_address())
 
-    def pump(self, inbox, give: int, to: int, wanted: bool, hold: bool):
-        return self.shard.pump(inbox, give, to, wanted, hold)
+    def address(self) -> str:
+        return self.courier.address
+
+    def connect(self, peers: list, pause_s: float) -> None:
+        self.courier.start(self.shard, self.me, peers, pause_s)
+
+    def order(self, give: int, to: int, wanted: bool, hold: bool) -> None:
+        self.courier.order(give, to, wanted, hold)
+
+    def status(self) -> Optional[tuple]:
+        return self.courier.status()
 
     def save(self, delta: bool) -> bytes:
         return self.shard.save(delta)
 
     def finish(self):
+        self.courier.close()
         self.shard.finish()
 
     def stop(self):
+        self.courier.close()
         self.shard.stop()
 
     def totals(self) -> bytes:
         return self.shard.totals()
 
 
-class _Pumped(NamedTuple):
-    """What a node's ``pump`` returns (``CheckShard.pump``)."""
+class _Status(NamedTuple):
+    """A node's ``status`` (``CheckCourier.status``): messages it sent and
+    took in, then where its last pump left it."""
 
-    out: list
+    sent: int
+    received: int
     open: int
     queued: int
     hungry: int
@@ -201,19 +226,22 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
     them, if given) with a worker thread per CPU of its node, each owning
     the states whose fingerprints fall in its part. Returns the report (JSON).
 
-    A round here pumps every actor once: it hands each the messages the
-    others had for it and takes what it has for them; a node whose workers
+    Each actor connects to every other over TCP (on its node's address and
+    a port the system picks: the nodes must reach each other on such ports,
+    as Ray's own workers do) and sends its messages there, pumping its node
+    after each arrival and at most ``pause_s`` apart; none passes through
+    the driver. The driver polls every node's counts: a node whose workers
     wait with nothing queued is given half of the fullest queue, and while
-    any waits every node's workers keep part of their subtrees in their queue.
-    The search is over when in one round every node has no work open, none
-    sent anything and none was handed anything (work appears at a node only
-    through a pump); it stops at the first violation a node's worker finds,
-    whose execution the report runs again and shrinks (never searched for
-    again). ``pause_s``: the pause between rounds that carried nothing.
+    any waits every node's workers keep part of their subtrees in their
+    queue. The search is over when two polls in a row find no work open
+    anywhere and every message sent taken in (``_Carrier.run``); it stops
+    at the first violation a node's worker finds, whose execution the
+    report runs again and shrinks (never searched for again).
 
     With ``checkpoint`` (a directory), a snapshot of the whole search every
-    ``every_s`` seconds: the nodes are held until, in one round, every one is
-    settled (its workers at rest, nothing parked) and nothing moved; each
+    ``every_s`` seconds: the nodes are held until two polls in a row find
+    every one settled (its workers at rest, nothing parked) and nothing on
+    its way; each
     node's part is written there as it made it, then the file naming them
     (``tlbkit_check::run::shards``). A node whose part of the visited set
     passes ``max_memory`` bytes makes the driver take a snapshot and stop
@@ -242,7 +270,9 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
         if saved != token:
             raise ValueError(f"{checkpoint} holds a snapshot of another check: resume it with its own token")
     started_here = _connect(ray, address)
-    Shard = ray.remote(max_restarts=0, max_task_retries=0)(_Shard)
+    # Threaded: its loop carries messages while the driver and the other
+    # nodes call it.
+    Shard = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=4)(_Shard)
     actors = []
     try:
         saving = _Saving(checkpoint, token, generation, every_s, max_memory) if checkpoint is not None else None
@@ -423,9 +453,16 @@ class _Signals:
         return False
 
 
+# How often the driver of a sharded check polls its nodes (each poll is a
+# Ray call to every node; messages never wait for it).
+_POLL_S = 0.01
+
+
 class _Carrier:
-    """The driver's rounds of a sharded check: the actors' messages carried,
-    work given to nodes that wait, snapshots taken, and the end seen."""
+    """The driver's side of a sharded check: the actors joined to each other
+    (their messages then go straight between them, each node pumped at most
+    ``pause_s`` apart), work given to nodes that wait, snapshots taken, and
+    the end seen, from the nodes' ``status`` polled every ``_POLL_S``."""
 
     def __init__(self, ray, actors, pause_s: float):
         self.ray, self.actors, self.pause_s = ray, actors, pause_s
@@ -433,46 +470,69 @@ class _Carrier:
     def run(self, saving: Optional[_Saving], signals: _Signals):
         """Carries until the search is over (or stopped at a violation);
         returns every node's totals. Raises ``Stopped`` after the snapshot
-        taken because a node passed its memory cap, or a signal came."""
+        taken because a node passed its memory cap, or a signal came.
+
+        The search is over when two polls in a row find every node with no
+        work open, the same messages sent and taken in by each, and as many
+        taken in as sent in all: a node with no work open starts nothing
+        until a message reaches it, and none is on its way. A snapshot is
+        taken the same way, once every node is held and settled."""
         import time
 
         ray, actors, k = self.ray, self.actors, len(self.actors)
-        inbox = [[] for _ in range(k)]
-        give, wanted = [(0, 0)] * k, False
-        holding = stopping = False
+        peers = _get(ray, [a.address.remote() for a in actors])
+        try:
+            _get(ray, [a.connect.remote(peers, self.pause_s) for a in actors])
+        except Exception:
+            # A node lost while they joined fails the others' connections:
+            # its loss (RayActorError) is what the caller goes on from.
+            _get(ray, [a.address.remote() for a in actors])
+            raise
+        wanted = holding = stopping = False
+        before = None
         while True:
-            carried_in = any(inbox)
-            refs = [a.pump.remote(inbox[i], give[i][0], give[i][1], wanted, holding) for i, a in enumerate(actors)]
-            inbox = [[] for _ in range(k)]
-            pumped = [_Pumped(*p) for p in _get(ray, refs)]
-            sent = False
-            for p in pumped:
-                for to, m in p.out:
-                    inbox[to].append(m)
-                    sent = True
-            if any(p.stopped for p in pumped):
+            now = [None if s is None else _Status(*s) for s in _get(ray, [a.status.remote() for a in actors])]
+            if any(s is None for s in now):
+                time.sleep(_POLL_S)
+                continue
+            if any(s.stopped for s in now):
                 _get(ray, [a.stop.remote() for a in actors])
                 break
-            quiet = not carried_in and not sent
-            if quiet and all(p.open == 0 for p in pumped):
+            changed = False
+            counts = [(s.sent, s.received) for s in now]
+            still = before is not None and counts == [(s.sent, s.received) for s in before]
+            still = still and sum(s.sent for s in now) == sum(s.received for s in now)
+            if still and all(s.open == 0 for s in now + before):
                 _get(ray, [a.finish.remote() for a in actors])
                 break
-            if holding and quiet and all(p.settled for p in pumped):
+            if holding and still and all(s.settled for s in now + before):
                 saving.take(ray, actors)
-                holding = False
+                holding, changed = False, True
+                _get(ray, [a.order.remote(0, 0, wanted, False) for a in actors])
                 if stopping:
                     _get(ray, [a.stop.remote() for a in actors])
-                    raise Stopped(self._why(saving, pumped, signals.caught))
-            elif saving is not None and not holding and (saving.due(pumped) or signals.caught):
-                holding, stopping = True, saving.over(pumped) or signals.caught
-            hungry = [i for i, p in enumerate(pumped) if p.hungry > 0 and p.queued == 0]
-            donors = [d for d in sorted(range(k), key=lambda i: -pumped[i].queued) if pumped[d].queued > 0]
-            give, wanted = [(0, 0)] * k, bool(hungry) and not holding
+                    raise Stopped(self._why(saving, now, signals.caught))
+            elif saving is not None and not holding and (saving.due(now) or signals.caught):
+                holding, stopping = True, saving.over(now) or signals.caught
+                _get(ray, [a.order.remote(0, 0, False, True) for a in actors])
+                changed = True
+            if changed:
+                # Orders changed: the next two polls judge what follows them.
+                before = None
+                time.sleep(_POLL_S)
+                continue
+            hungry = [i for i, s in enumerate(now) if s.hungry > 0 and s.queued == 0]
+            donors = [d for d in sorted(range(k), key=lambda i: -now[i].queued) if now[d].queued > 0]
+            want = bool(hungry) and not holding
+            orders = []
             if not holding:
-                for h, d in zip(hungry, donors):
-                    give[d] = (pumped[d].queued, h)
-            if quiet:
-                time.sleep(self.pause_s)
+                orders = [actors[d].order.remote(now[d].queued, h, want, False) for h, d in zip(hungry, donors)]
+            if want != wanted:
+                wanted = want
+                orders += [a.order.remote(0, 0, wanted, holding) for a in actors]
+            _get(ray, orders)
+            before = now
+            time.sleep(_POLL_S)
         return _get(ray, [a.totals.remote() for a in actors])
 
     @staticmethod

@@ -460,6 +460,10 @@ pub mod rounds;
 /// ([`report`](shards::report)).
 pub mod shards;
 
+/// A sharded check's messages carried straight between its nodes over TCP
+/// ([`Courier`](courier::Courier)), the driver only polling and ordering.
+pub mod courier;
+
 /// Returns the worker threads an exhaustive search uses when `--jobs` is not
 /// given: one per core the host offers (1 if it cannot say).
 pub fn default_jobs() -> usize {

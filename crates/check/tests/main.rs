@@ -23,6 +23,7 @@ mod classic;
 mod completion;
 mod contpte;
 mod corrupt_saves;
+mod courier;
 mod early_return;
 mod example;
 mod exhaustive;
