@@ -463,8 +463,7 @@ impl CheckCourier {
     /// The last pump's figures: `(sent, received, work open, subtrees
     /// queued, workers waiting, stopped, executions, states owned,
     /// settled, bytes of its visited set)`, or None before the first.
-    #[allow(clippy::type_complexity)]
-    fn status(&self) -> PyResult<Option<(u64, u64, u64, usize, usize, bool, u64, u64, bool, u64)>> {
+    fn status(&self) -> PyResult<Option<StatusTuple>> {
         Ok(self.0.status().map_err(check_error)?.map(|s| {
             let p = s.pumped;
             (s.sent, s.received, p.open, p.queued, p.hungry, p.stopped, p.executions, p.states, p.settled, p.bytes)
@@ -474,6 +473,70 @@ impl CheckCourier {
     /// Stops carrying and closes the connections.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.0.close());
+    }
+}
+
+/// A node's status as `CheckCourier.status` gives it.
+type StatusTuple = (u64, u64, u64, usize, usize, bool, u64, u64, bool, u64);
+
+/// Orders for node `i` as the driver gives them: `(i, give, to, wanted, hold)`.
+type OrderTuple = (usize, usize, usize, bool, bool);
+
+fn order_tuples(orders: Vec<(usize, tlbkit_check::search::Orders)>) -> Vec<OrderTuple> {
+    orders.into_iter().map(|(i, o)| (i, o.give, o.to, o.wanted, o.hold)).collect()
+}
+
+/// The driver's rule over its polls of a sharded check's nodes
+/// (`tlbkit_check::run::courier::Watch`): `next` takes every node's status
+/// and says `"stop"`, `"finish"`, `"settled"` (take the snapshot, then
+/// `release`) or `"go"`, with the orders to give first; `hold` and
+/// `release` return the orders that hold the nodes for a snapshot and let
+/// them go on.
+#[pyclass]
+#[derive(Default)]
+struct ShardsWatch(tlbkit_check::run::courier::Watch);
+
+#[pymethods]
+impl ShardsWatch {
+    #[new]
+    fn new() -> Self {
+        ShardsWatch::default()
+    }
+
+    fn next(&mut self, statuses: Vec<StatusTuple>) -> (&'static str, Vec<OrderTuple>) {
+        use tlbkit_check::run::courier::{Next, Status};
+        let now = statuses
+            .into_iter()
+            .map(|(sent, received, open, queued, hungry, stopped, executions, states, settled, bytes)| Status {
+                sent,
+                received,
+                pumped: tlbkit_check::search::Pumped {
+                    out: Vec::new(),
+                    open,
+                    queued,
+                    hungry,
+                    stopped,
+                    executions,
+                    states,
+                    settled,
+                    bytes,
+                },
+            })
+            .collect();
+        match self.0.next(now) {
+            Next::Stop => ("stop", Vec::new()),
+            Next::Finish => ("finish", Vec::new()),
+            Next::Settled => ("settled", Vec::new()),
+            Next::Go(orders) => ("go", order_tuples(orders)),
+        }
+    }
+
+    fn hold(&mut self, nodes: usize) -> Vec<OrderTuple> {
+        order_tuples(self.0.hold(nodes))
+    }
+
+    fn release(&mut self, nodes: usize) -> Vec<OrderTuple> {
+        order_tuples(self.0.release(nodes))
     }
 }
 
@@ -746,6 +809,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CheckParty>()?;
     m.add_class::<CheckShard>()?;
     m.add_class::<CheckCourier>()?;
+    m.add_class::<ShardsWatch>()?;
     m.add_function(wrap_pyfunction!(check_shards_report, m)?)?;
     for f in [
         wrap_pyfunction!(shards_write_part, m)?,

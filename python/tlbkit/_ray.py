@@ -472,12 +472,14 @@ class _Carrier:
         returns every node's totals. Raises ``Stopped`` after the snapshot
         taken because a node passed its memory cap, or a signal came.
 
-        The search is over when two polls in a row find every node with no
-        work open, the same messages sent and taken in by each, and as many
-        taken in as sent in all: a node with no work open starts nothing
-        until a message reaches it, and none is on its way. A snapshot is
-        taken the same way, once every node is held and settled."""
+        The end, a snapshot's moment and which node gives work to which are
+        the rule of ``tlbkit_check::run::courier::Watch`` (``ShardsWatch``):
+        two polls in a row with no work open anywhere (or every node held
+        and settled), the same counts of messages at each node, and as many
+        taken in as sent in all."""
         import time
+
+        from tlbkit import _native
 
         ray, actors, k = self.ray, self.actors, len(self.actors)
         peers = _get(ray, [a.address.remote() for a in actors])
@@ -488,50 +490,36 @@ class _Carrier:
             # its loss (RayActorError) is what the caller goes on from.
             _get(ray, [a.address.remote() for a in actors])
             raise
-        wanted = holding = stopping = False
-        before = None
+
+        def give(orders):
+            _get(ray, [actors[i].order.remote(*o) for i, *o in orders])
+
+        watch, holding, stopping = _native.ShardsWatch(), False, False
         while True:
-            now = [None if s is None else _Status(*s) for s in _get(ray, [a.status.remote() for a in actors])]
+            now = _get(ray, [a.status.remote() for a in actors])
             if any(s is None for s in now):
                 time.sleep(_POLL_S)
                 continue
-            if any(s.stopped for s in now):
+            now = [_Status(*s) for s in now]
+            what, orders = watch.next(now)
+            if what == "stop":
                 _get(ray, [a.stop.remote() for a in actors])
                 break
-            changed = False
-            counts = [(s.sent, s.received) for s in now]
-            still = before is not None and counts == [(s.sent, s.received) for s in before]
-            still = still and sum(s.sent for s in now) == sum(s.received for s in now)
-            if still and all(s.open == 0 for s in now + before):
+            if what == "finish":
                 _get(ray, [a.finish.remote() for a in actors])
                 break
-            if holding and still and all(s.settled for s in now + before):
+            if what == "settled":
                 saving.take(ray, actors)
-                holding, changed = False, True
-                _get(ray, [a.order.remote(0, 0, wanted, False) for a in actors])
+                give(watch.release(k))
+                holding = False
                 if stopping:
                     _get(ray, [a.stop.remote() for a in actors])
                     raise Stopped(self._why(saving, now, signals.caught))
             elif saving is not None and not holding and (saving.due(now) or signals.caught):
                 holding, stopping = True, saving.over(now) or signals.caught
-                _get(ray, [a.order.remote(0, 0, False, True) for a in actors])
-                changed = True
-            if changed:
-                # Orders changed: the next two polls judge what follows them.
-                before = None
-                time.sleep(_POLL_S)
-                continue
-            hungry = [i for i, s in enumerate(now) if s.hungry > 0 and s.queued == 0]
-            donors = [d for d in sorted(range(k), key=lambda i: -now[i].queued) if now[d].queued > 0]
-            want = bool(hungry) and not holding
-            orders = []
-            if not holding:
-                orders = [actors[d].order.remote(now[d].queued, h, want, False) for h, d in zip(hungry, donors)]
-            if want != wanted:
-                wanted = want
-                orders += [a.order.remote(0, 0, wanted, holding) for a in actors]
-            _get(ray, orders)
-            before = now
+                give(watch.hold(k))
+            else:
+                give(orders)
             time.sleep(_POLL_S)
         return _get(ray, [a.totals.remote() for a in actors])
 

@@ -1,7 +1,7 @@
 //! Nodes of a sharded check whose messages go straight to each other over
-//! TCP (`run::courier`), the test polling each node's counts as the Ray
-//! driver does: one thread's states and verdicts; a malformed message
-//! refused in the node's status, never a panic.
+//! TCP (`run::courier`), driven by the rule the Ray driver follows
+//! (`courier::Watch`): one thread's states and verdicts; a malformed
+//! message refused in the node's status, never a panic.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -9,61 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tlbkit_check::check;
 use tlbkit_check::report::CheckReport;
-use tlbkit_check::run::courier::{Courier, Status};
-use tlbkit_check::run::shards::{self, Shard, Totals};
-use tlbkit_check::search::Orders;
+use tlbkit_check::run::courier::{self, Courier};
+use tlbkit_check::run::shards::Shard;
 
 use crate::common;
 
 /// Runs `spec` on `nodes` shards of `jobs` workers joined by couriers on
-/// the loopback, polling them as the Ray driver does; returns the report.
+/// the loopback, driven as the Ray driver drives them; returns the report.
 fn over_tcp(spec: &tlbkit_check::spec::CheckSpec, nodes: usize, jobs: usize) -> CheckReport {
-    let shards: Vec<Arc<Shard>> =
-        (0..nodes).map(|me| Arc::new(Shard::start(spec.clone(), me, nodes, jobs, false).unwrap())).collect();
-    let (couriers, peers): (Vec<Courier>, Vec<String>) =
-        (0..nodes).map(|_| Courier::listen("127.0.0.1").unwrap()).unzip();
-    // Each start waits for the others' connections: all at once.
-    std::thread::scope(|scope| {
-        for (me, (c, sh)) in couriers.iter().zip(&shards).enumerate() {
-            let peers = &peers;
-            scope.spawn(move || c.start(sh.clone(), me, peers, Duration::from_micros(500)).unwrap());
-        }
-    });
-    let mut before: Option<Vec<Status>> = None;
-    loop {
-        let now: Option<Vec<Status>> = couriers.iter().map(|c| c.status().unwrap()).collect();
-        let Some(now) = now else {
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
-        };
-        if now.iter().any(|s| s.pumped.stopped) {
-            couriers.iter().for_each(Courier::close);
-            shards.iter().for_each(|s| s.stop());
-            break;
-        }
-        let counts = |v: &[Status]| v.iter().map(|s| (s.sent, s.received)).collect::<Vec<_>>();
-        let balanced = now.iter().map(|s| s.sent).sum::<u64>() == now.iter().map(|s| s.received).sum::<u64>();
-        if let Some(b) = &before {
-            let idle = now.iter().chain(b).all(|s| s.pumped.open == 0);
-            if idle && balanced && counts(b) == counts(&now) {
-                couriers.iter().for_each(Courier::close);
-                shards.iter().for_each(|s| s.finish());
-                break;
-            }
-        }
-        let hungry = (0..nodes).find(|&i| now[i].pumped.hungry > 0 && now[i].pumped.queued == 0);
-        let donor = (0..nodes).max_by_key(|&i| now[i].pumped.queued).filter(|&i| now[i].pumped.queued > 0);
-        for c in &couriers {
-            c.order(Orders { wanted: hungry.is_some(), ..Orders::default() });
-        }
-        if let (Some(h), Some(d)) = (hungry, donor) {
-            couriers[d].order(Orders { give: now[d].pumped.queued, to: h, wanted: true, hold: false });
-        }
-        before = Some(now);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let totals: Vec<Totals> = shards.iter().map(|s| s.join().unwrap()).collect();
-    shards::report_from_save(spec, &Totals::save(&totals)).unwrap()
+    let (report, bytes) = courier::run_local(spec, nodes, jobs, Duration::from_millis(2)).unwrap();
+    assert!(bytes > 0, "{nodes} nodes wrote nothing to each other");
+    report
 }
 
 #[test]

@@ -14,6 +14,12 @@
 //! a parked execution replayed), the visits pruned by what owners had said
 //! (`known`), bytes per state, and the largest node's share of the states
 //! (memory per node follows it). The states must be the same, or it fails.
+//!
+//! With `--tcp` the nodes are those of `tlbkit check --ray-search sharded`
+//! (`tlbkit_check::run::shards`), each with its courier, joined over
+//! loopback TCP in this process and driven by the Ray driver's rule
+//! (`tlbkit_check::run::courier::run_local`): the transport's cost without
+//! Ray's. Only states, time, executions, steps and bytes are known there.
 
 use crate::error::CliError;
 use crate::table::{Align, Table};
@@ -42,6 +48,13 @@ pub struct ShardedArgs {
     /// The claims a worker gathers for one node before it sends them.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
+    /// Join the nodes over loopback TCP, each with the courier a node of
+    /// `tlbkit check --ray ADDRESS --ray-search sharded` has, driven by the
+    /// Ray driver's rule, instead of in-process mailboxes (`--latency-us` and
+    /// `--batch` do not apply; the claims, admitted and known columns are
+    /// left out).
+    #[arg(long)]
+    pub tcp: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: super::Format,
 }
@@ -53,7 +66,10 @@ struct Row {
     sharded_s: f64,
     sharded_executions: u64,
     sharded_steps: u64,
-    traffic: Traffic,
+    /// What the in-process nodes sent (none over TCP).
+    traffic: Option<Traffic>,
+    /// Bytes the nodes sent each other.
+    bytes: u64,
     jobs_s: f64,
     jobs_executions: u64,
     jobs_steps: u64,
@@ -73,6 +89,8 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
     let spec = super::rounds::standard_spec(&a.policy)?;
+    // Workers in all: dealt round in-process nodes, so many a node over TCP.
+    let workers = |n: usize| if a.tcp { n * (jobs / n).max(1) } else { jobs.max(n) };
     let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
@@ -80,7 +98,15 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
     let mut rows = Vec::new();
     for &n in &a.nodes {
         let (t, steps) = (Instant::now(), steps_run());
-        let (report, traffic) = tlbkit_check::run::check_exhaustive_sharded(&spec, n, jobs, link)?;
+        let (report, traffic, bytes) = if a.tcp {
+            let poll = Duration::from_millis(10);
+            let (report, bytes) = tlbkit_check::run::courier::run_local(&spec, n, (jobs / n).max(1), poll)?;
+            (report, None, bytes)
+        } else {
+            let (report, traffic) = tlbkit_check::run::check_exhaustive_sharded(&spec, n, jobs, link)?;
+            let bytes = traffic.bytes;
+            (report, Some(traffic), bytes)
+        };
         let (sharded_s, sharded_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
         if report.explored.states != local.explored.states
             || report.counterexample.is_some() != local.counterexample.is_some()
@@ -98,23 +124,32 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             sharded_executions: report.explored.executions,
             sharded_steps,
             traffic,
+            bytes,
             jobs_s,
             jobs_executions: local.explored.executions,
             jobs_steps,
         });
     }
-    let per_state = |r: &Row| r.traffic.bytes as f64 / r.states.max(1) as f64;
-    let largest = |r: &Row| r.traffic.states.iter().copied().max().unwrap_or(0) as f64 / r.states.max(1) as f64;
+    let per_state = |r: &Row| r.bytes as f64 / r.states.max(1) as f64;
+    let none = Traffic::default();
+    let traffic = |r: &Row| r.traffic.clone().unwrap_or_else(|| none.clone());
+    let largest = |r: &Row| {
+        let most = traffic(r).states.iter().copied().max();
+        most.map_or_else(|| "-".into(), |m| format!("{:.1}%", 100.0 * m as f64 / r.states.max(1) as f64))
+    };
+    let or_dash = |r: &Row, v: u64| if r.traffic.is_some() { v.to_string() } else { "-".into() };
     if a.format == super::Format::Json {
         let doc: Vec<_> = rows
             .iter()
             .map(|r| {
                 serde_json::json!({
-                    "policy": a.policy, "nodes": r.nodes, "workers": jobs.max(r.nodes), "latency_us": a.latency_us,
-                    "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
-                    "sharded_executions": r.sharded_executions, "sharded_steps": r.sharded_steps, "claims": r.traffic.claims,
-                    "admitted": r.traffic.admitted, "known": r.traffic.known, "batches": r.traffic.batches, "steals": r.traffic.steals,
-                    "bytes": r.traffic.bytes, "node_states": r.traffic.states,
+                    "policy": a.policy, "nodes": r.nodes, "workers": workers(r.nodes), "tcp": a.tcp,
+                    "latency_us": a.latency_us, "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
+                    "sharded_executions": r.sharded_executions, "sharded_steps": r.sharded_steps,
+                    "claims": r.traffic.as_ref().map(|t| t.claims), "admitted": r.traffic.as_ref().map(|t| t.admitted),
+                    "known": r.traffic.as_ref().map(|t| t.known), "batches": r.traffic.as_ref().map(|t| t.batches),
+                    "steals": r.traffic.as_ref().map(|t| t.steals), "bytes": r.bytes,
+                    "node_states": r.traffic.as_ref().map(|t| &t.states),
                     "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions, "jobs_steps": r.jobs_steps,
                 })
             })
@@ -122,11 +157,20 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         return Ok(0);
     }
-    println!(
-        "{} at the standard bounds: the visited set sharded among in-process nodes ({jobs} workers in all, \
-         {} µs a batch, batches of {}), against --jobs {jobs}",
-        a.policy, a.latency_us, a.batch
-    );
+    if a.tcp {
+        println!(
+            "{} at the standard bounds: the visited set sharded among nodes joined over loopback TCP \
+             ({} workers a node), against --jobs {jobs}",
+            a.policy,
+            (jobs / a.nodes[0]).max(1)
+        );
+    } else {
+        println!(
+            "{} at the standard bounds: the visited set sharded among in-process nodes ({jobs} workers in all, \
+             {} µs a batch, batches of {}), against --jobs {jobs}",
+            a.policy, a.latency_us, a.batch
+        );
+    }
     let mut t = Table::new(&[Align::Right; 11]);
     t.row([
         "nodes",
@@ -148,11 +192,11 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             format!("{:.2}", r.sharded_s),
             format!("{} ({:.2}x)", r.sharded_executions, r.sharded_executions as f64 / r.jobs_executions.max(1) as f64),
             format!("{} ({:.2}x)", r.sharded_steps, r.sharded_steps as f64 / r.jobs_steps.max(1) as f64),
-            r.traffic.claims.to_string(),
-            r.traffic.admitted.to_string(),
-            r.traffic.known.to_string(),
+            or_dash(r, traffic(r).claims),
+            or_dash(r, traffic(r).admitted),
+            or_dash(r, traffic(r).known),
             format!("{:.1}", per_state(r)),
-            format!("{:.1}%", 100.0 * largest(r)),
+            largest(r),
             format!("{:.2}", r.jobs_s),
         ]);
     }

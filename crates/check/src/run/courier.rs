@@ -26,11 +26,11 @@
 
 use super::shards::Shard;
 use super::Error;
-use crate::search::{Orders, Pumped};
+use crate::search::{Doorbell, Orders, Pumped};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,19 +57,29 @@ pub struct Status {
 struct Post {
     /// Messages read and not yet taken in, and the driver's orders.
     mail: Mutex<Mail>,
-    /// Signalled when a message or an order arrives.
-    arrived: Condvar,
+    /// Rung when a message or an order arrives, and by the node's workers
+    /// when they have a message for another node (set by
+    /// [`Courier::start`]).
+    bell: std::sync::OnceLock<Arc<Doorbell>>,
     /// The last pump's status, or the error that ended the carrying.
     status: Mutex<Option<Result<Status, String>>>,
     ending: AtomicBool,
+    /// Bytes written to the other nodes.
+    written: AtomicU64,
 }
 
 #[derive(Default)]
 struct Mail {
     inbox: Vec<Vec<u8>>,
     orders: Orders,
-    /// Something arrived since the carrying thread last looked.
-    news: bool,
+}
+
+impl Post {
+    fn ring(&self) {
+        if let Some(bell) = self.bell.get() {
+            bell.ring();
+        }
+    }
 }
 
 /// A node's connections to the others and the threads that use them.
@@ -94,9 +104,11 @@ impl Courier {
 
     /// Connects to every other node (`peers[i]`: node `i`'s address, this
     /// node's own at `me`), accepts their `peers.len() - 1` connections and
-    /// starts carrying `shard`'s messages: a pump after each arrival, and
-    /// at most `pause` apart when nothing arrives.
+    /// starts carrying `shard`'s messages: a pump as soon as a message
+    /// arrives or its workers have one for another node, and at most
+    /// `pause` apart otherwise.
     pub fn start(&self, shard: Arc<Shard>, me: usize, peers: &[String], pause: Duration) -> Result<(), Error> {
+        let _ = self.post.bell.set(shard.doorbell());
         let mut out = Vec::with_capacity(peers.len());
         for (i, address) in peers.iter().enumerate() {
             if i == me {
@@ -157,8 +169,8 @@ impl Courier {
             (mail.orders.give, mail.orders.to) = (orders.give, orders.to);
         }
         (mail.orders.wanted, mail.orders.hold) = (orders.wanted, orders.hold);
-        mail.news = true;
-        self.post.arrived.notify_one();
+        drop(mail);
+        self.post.ring();
     }
 
     /// The last pump's status (None before the first); an error if the
@@ -168,14 +180,16 @@ impl Courier {
         status.transpose().map_err(|why| Error::Saved { why })
     }
 
+    /// The bytes this node has written to the others (lengths included).
+    pub fn bytes(&self) -> u64 {
+        self.post.written.load(Relaxed)
+    }
+
     /// Stops carrying and closes the connections (the node's own end is
     /// the caller's: [`Shard::finish`] or [`Shard::stop`]).
     pub fn close(&self) {
         self.post.ending.store(true, SeqCst);
-        {
-            let _mail = self.post.mail.lock().expect("no thread panicked holding it");
-            self.post.arrived.notify_all();
-        }
+        self.post.ring();
         for s in self.streams.lock().expect("no thread panicked holding it").drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
@@ -209,29 +223,26 @@ fn read_from(stream: TcpStream, post: &Post) {
         if r.read_exact(&mut m).is_err() {
             return;
         }
-        let mut mail = post.mail.lock().expect("no thread panicked holding it");
-        mail.inbox.push(m);
-        mail.news = true;
-        post.arrived.notify_one();
+        post.mail.lock().expect("no thread panicked holding it").inbox.push(m);
+        post.ring();
     }
 }
 
 fn fail(post: &Post, why: String) {
     *post.status.lock().expect("no thread panicked holding it") = Some(Err(why));
     post.ending.store(true, SeqCst);
+    post.ring();
 }
 
 /// Pumps `shard` until the courier closes: takes in what arrived, writes
 /// out what it has for each node (`out[i]`, none for itself).
 fn carry(shard: &Shard, post: &Post, mut out: Vec<Option<BufWriter<TcpStream>>>, pause: Duration) {
     let (mut sent, mut received) = (0u64, 0u64);
+    let bell = shard.doorbell();
     while !post.ending.load(SeqCst) {
+        bell.wait(pause);
         let (inbox, orders) = {
             let mut mail = post.mail.lock().expect("no thread panicked holding it");
-            if !mail.news {
-                mail = post.arrived.wait_timeout(mail, pause).expect("no thread panicked holding it").0;
-            }
-            mail.news = false;
             let orders = mail.orders;
             mail.orders.give = 0;
             (std::mem::take(&mut mail.inbox), orders)
@@ -251,7 +262,10 @@ fn carry(shard: &Shard, post: &Post, mut out: Vec<Option<BufWriter<TcpStream>>>,
                 .map_err(|_| ())
                 .and_then(|n| w.write_all(&n.to_le_bytes()).and_then(|()| w.write_all(&m)).map_err(|_| ()));
             match written {
-                Ok(()) => sent += 1,
+                Ok(()) => {
+                    sent += 1;
+                    post.written.fetch_add(4 + m.len() as u64, Relaxed);
+                }
                 // The node is lost: what was for it is dropped.
                 Err(()) => out[to] = None,
             }
@@ -262,5 +276,217 @@ fn carry(shard: &Shard, post: &Post, mut out: Vec<Option<BufWriter<TcpStream>>>,
             }
         }
         *post.status.lock().expect("no thread panicked holding it") = Some(Ok(Status { sent, received, pumped: p }));
+    }
+}
+
+/// What a driver does after a poll of every node's [`Status`]
+/// ([`Watch::next`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A node stopped (a violation, or its limit): stop them all.
+    Stop,
+    /// The search is over: finish them all.
+    Finish,
+    /// Held, every node settled and nothing on its way: take the snapshot,
+    /// then [`Watch::release`] them.
+    Settled,
+    /// Go on, giving these orders (node, orders) first.
+    Go(Vec<(usize, Orders)>),
+}
+
+/// A driver's rule over its polls of the nodes: when the search is over,
+/// when a snapshot may be taken, which node gives work to which. The Ray
+/// driver (`python/tlbkit/_ray.py`) and [`run_local`] both follow it.
+///
+/// Two polls in a row must agree: every node with no work open (or, for a
+/// snapshot, held and settled) in both, the same counts of messages sent and
+/// taken in at each node, and as many taken in as sent in all. A node with
+/// no work open starts nothing until a message reaches it, and a message is
+/// counted as taken in only once its node has taken it in, so then none is
+/// on its way and none will be sent.
+#[derive(Debug, Default)]
+pub struct Watch {
+    before: Option<Vec<Status>>,
+    /// Whether the nodes were last told that some node's workers wait.
+    wanted: bool,
+    holding: bool,
+}
+
+impl Watch {
+    /// The next step after a poll that found the nodes as `now`.
+    pub fn next(&mut self, now: Vec<Status>) -> Next {
+        if now.iter().any(|s| s.pumped.stopped) {
+            return Next::Stop;
+        }
+        let counts = |v: &[Status]| v.iter().map(|s| (s.sent, s.received)).collect::<Vec<_>>();
+        let balanced = now.iter().map(|s| s.sent).sum::<u64>() == now.iter().map(|s| s.received).sum::<u64>();
+        if let Some(before) = self.before.as_deref().filter(|b| balanced && counts(b) == counts(&now)) {
+            let both = || now.iter().chain(before);
+            if both().all(|s| s.pumped.open == 0) {
+                return Next::Finish;
+            }
+            if self.holding && both().all(|s| s.pumped.settled) {
+                return Next::Settled;
+            }
+        }
+        let n = now.len();
+        let hungry = (0..n).filter(|&i| now[i].pumped.hungry > 0 && now[i].pumped.queued == 0);
+        let mut donors: Vec<usize> = (0..n).filter(|&i| now[i].pumped.queued > 0).collect();
+        donors.sort_by_key(|&i| std::cmp::Reverse(now[i].pumped.queued));
+        let pairs: Vec<(usize, usize)> = hungry.zip(donors).collect();
+        let want = !pairs.is_empty() && !self.holding;
+        let mut orders = Vec::new();
+        if !self.holding {
+            for &(h, d) in &pairs {
+                orders.push((d, Orders { give: now[d].pumped.queued, to: h, wanted: want, hold: false }));
+            }
+        }
+        if want != self.wanted {
+            self.wanted = want;
+            orders.extend((0..n).map(|i| (i, Orders { wanted: want, hold: self.holding, ..Orders::default() })));
+        }
+        self.before = Some(now);
+        Next::Go(orders)
+    }
+
+    /// Holds the `nodes` for a snapshot: the orders to give every node. The
+    /// polls after them judge what follows.
+    pub fn hold(&mut self, nodes: usize) -> Vec<(usize, Orders)> {
+        self.holding = true;
+        self.wanted = false;
+        self.before = None;
+        (0..nodes).map(|i| (i, Orders { hold: true, ..Orders::default() })).collect()
+    }
+
+    /// Lets the `nodes` go on after a snapshot: the orders to give every
+    /// node.
+    pub fn release(&mut self, nodes: usize) -> Vec<(usize, Orders)> {
+        self.holding = false;
+        self.before = None;
+        (0..nodes).map(|i| (i, Orders { wanted: self.wanted, ..Orders::default() })).collect()
+    }
+}
+
+/// Runs the exhaustive check `spec` on `nodes` [`Shard`]s of `jobs`
+/// workers each in this process, joined over loopback TCP by their
+/// couriers and driven by a [`Watch`] polling every `poll` (`tlbkit bench
+/// sharded --tcp`, and the tests); returns the report and the bytes the
+/// nodes wrote to each other.
+pub fn run_local(
+    spec: &crate::spec::CheckSpec,
+    nodes: usize,
+    jobs: usize,
+    poll: Duration,
+) -> Result<(crate::report::CheckReport, u64), Error> {
+    let mut shards = Vec::with_capacity(nodes);
+    for me in 0..nodes {
+        shards.push(Arc::new(Shard::start(spec.clone(), me, nodes, jobs, false)?));
+    }
+    let mut couriers = Vec::with_capacity(nodes);
+    let mut peers = Vec::with_capacity(nodes);
+    for _ in 0..nodes {
+        let (c, address) = Courier::listen("127.0.0.1")?;
+        couriers.push(c);
+        peers.push(address);
+    }
+    // Each start waits for the others' connections: all at once.
+    std::thread::scope(|scope| {
+        let started: Vec<_> = couriers
+            .iter()
+            .zip(&shards)
+            .enumerate()
+            .map(|(me, (c, sh))| {
+                let peers = &peers;
+                scope.spawn(move || c.start(sh.clone(), me, peers, Duration::from_micros(500)))
+            })
+            .collect();
+        started.into_iter().try_for_each(|t| t.join().expect("a courier's start does not panic"))
+    })?;
+    let mut watch = Watch::default();
+    loop {
+        let now: Option<Vec<Status>> = couriers.iter().map(Courier::status).collect::<Result<_, _>>()?;
+        let next = match now {
+            Some(now) => watch.next(now),
+            None => Next::Go(Vec::new()),
+        };
+        match next {
+            Next::Stop => {
+                couriers.iter().for_each(Courier::close);
+                shards.iter().for_each(|s| s.stop());
+                break;
+            }
+            Next::Finish => {
+                couriers.iter().for_each(Courier::close);
+                shards.iter().for_each(|s| s.finish());
+                break;
+            }
+            Next::Go(orders) => orders.into_iter().for_each(|(i, o)| couriers[i].order(o)),
+            // Never held here: no snapshot to take.
+            Next::Settled => {}
+        }
+        std::thread::sleep(poll);
+    }
+    let bytes = couriers.iter().map(Courier::bytes).sum();
+    let mut totals = Vec::with_capacity(nodes);
+    for s in &shards {
+        totals.push(s.join()?);
+    }
+    Ok((super::shards::report(spec, &totals)?, bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(sent: u64, received: u64, open: u64, queued: usize, hungry: usize) -> Status {
+        let pumped = Pumped { open, queued, hungry, ..Pumped::default() };
+        Status { sent, received, pumped }
+    }
+
+    #[test]
+    fn the_end_takes_two_polls_that_agree_with_nothing_on_its_way() {
+        let mut w = Watch::default();
+        let idle = || vec![node(5, 3, 0, 0, 0), node(3, 5, 0, 0, 0)];
+        assert_eq!(w.next(idle()), Next::Go(vec![]), "one poll is not enough");
+        assert_eq!(w.next(idle()), Next::Finish);
+        // A message sent and not yet taken in: not over, however often polled.
+        let mut w = Watch::default();
+        let in_flight = || vec![node(6, 3, 0, 0, 0), node(3, 5, 0, 0, 0)];
+        assert_eq!(w.next(in_flight()), Next::Go(vec![]));
+        assert_eq!(w.next(in_flight()), Next::Go(vec![]));
+        // Counts that moved between the polls: not over yet.
+        let mut w = Watch::default();
+        assert_eq!(w.next(vec![node(4, 3, 0, 0, 0), node(3, 4, 0, 0, 0)]), Next::Go(vec![]));
+        assert_eq!(w.next(idle()), Next::Go(vec![]));
+        assert_eq!(w.next(idle()), Next::Finish);
+        // Work open at one poll of the two.
+        let mut w = Watch::default();
+        assert_eq!(w.next(vec![node(5, 3, 1, 0, 0), node(3, 5, 0, 0, 0)]), Next::Go(vec![]));
+        assert_eq!(w.next(idle()), Next::Go(vec![]));
+        assert_eq!(w.next(idle()), Next::Finish);
+        // A node that stopped stops them all at once.
+        let mut stopped = idle();
+        stopped[1].pumped.stopped = true;
+        assert_eq!(Watch::default().next(stopped), Next::Stop);
+    }
+
+    #[test]
+    fn a_waiting_node_is_given_work_and_a_snapshot_waits_for_every_node_settled() {
+        let mut w = Watch::default();
+        let now = vec![node(0, 0, 4, 0, 1), node(0, 0, 9, 6, 0), node(0, 0, 2, 2, 0)];
+        let Next::Go(orders) = w.next(now.clone()) else { panic!("the search goes on") };
+        // The fullest queue gives to the waiting node; everyone hears that one waits.
+        assert_eq!(orders[0], (1, Orders { give: 6, to: 0, wanted: true, hold: false }));
+        assert_eq!(orders.len(), 4, "{orders:?}");
+        assert!(orders[1..].iter().all(|(_, o)| o.wanted && o.give == 0 && !o.hold), "{orders:?}");
+        // Held: no work given, and settled at two polls that agree.
+        let held = w.hold(3);
+        assert!(held.iter().all(|(_, o)| o.hold && !o.wanted), "{held:?}");
+        let mut settled = now.clone();
+        settled.iter_mut().for_each(|s| s.pumped.settled = true);
+        assert_eq!(w.next(settled.clone()), Next::Go(vec![]), "no work given while held");
+        assert_eq!(w.next(settled), Next::Settled);
+        let go_on = w.release(3);
+        assert!(go_on.iter().all(|(_, o)| !o.hold), "{go_on:?}");
     }
 }
