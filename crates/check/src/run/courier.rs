@@ -26,11 +26,11 @@
 
 use super::shards::Shard;
 use super::Error;
-use crate::search::{Doorbell, Orders, Pumped};
+use crate::search::{Orders, Pumped};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,10 +57,8 @@ pub struct Status {
 struct Post {
     /// Messages read and not yet taken in, and the driver's orders.
     mail: Mutex<Mail>,
-    /// Rung when a message or an order arrives, and by the node's workers
-    /// when they have a message for another node (set by
-    /// [`Courier::start`]).
-    bell: std::sync::OnceLock<Arc<Doorbell>>,
+    /// Rung when a message or an order arrives, or the courier closes.
+    bell: Doorbell,
     /// The last pump's status, or the error that ended the carrying.
     status: Mutex<Option<Result<Status, String>>>,
     ending: AtomicBool,
@@ -76,9 +74,31 @@ struct Mail {
 
 impl Post {
     fn ring(&self) {
-        if let Some(bell) = self.bell.get() {
-            bell.ring();
+        self.bell.ring();
+    }
+}
+
+/// What wakes the carrying thread.
+#[derive(Debug, Default)]
+struct Doorbell {
+    rung: Mutex<bool>,
+    woken: Condvar,
+}
+
+impl Doorbell {
+    /// Rings it: the next (or the current) [`Doorbell::wait`] returns.
+    fn ring(&self) {
+        *self.rung.lock().expect("no thread panicked holding a doorbell") = true;
+        self.woken.notify_one();
+    }
+
+    /// Waits until it rings, at most `timeout`; then it is silent again.
+    fn wait(&self, timeout: Duration) {
+        let mut rung = self.rung.lock().expect("no thread panicked holding a doorbell");
+        if !*rung {
+            rung = self.woken.wait_timeout(rung, timeout).expect("no thread panicked holding a doorbell").0;
         }
+        *rung = false;
     }
 }
 
@@ -105,10 +125,8 @@ impl Courier {
     /// Connects to every other node (`peers[i]`: node `i`'s address, this
     /// node's own at `me`), accepts their `peers.len() - 1` connections and
     /// starts carrying `shard`'s messages: a pump as soon as a message
-    /// arrives or its workers have one for another node, and at most
-    /// `pause` apart otherwise.
+    /// arrives, and at most `pause` apart otherwise.
     pub fn start(&self, shard: Arc<Shard>, me: usize, peers: &[String], pause: Duration) -> Result<(), Error> {
-        let _ = self.post.bell.set(shard.doorbell());
         let mut out = Vec::with_capacity(peers.len());
         for (i, address) in peers.iter().enumerate() {
             if i == me {
@@ -238,9 +256,8 @@ fn fail(post: &Post, why: String) {
 /// out what it has for each node (`out[i]`, none for itself).
 fn carry(shard: &Shard, post: &Post, mut out: Vec<Option<BufWriter<TcpStream>>>, pause: Duration) {
     let (mut sent, mut received) = (0u64, 0u64);
-    let bell = shard.doorbell();
     while !post.ending.load(SeqCst) {
-        bell.wait(pause);
+        post.bell.wait(pause);
         let (inbox, orders) = {
             let mut mail = post.mail.lock().expect("no thread panicked holding it");
             let orders = mail.orders;
@@ -330,14 +347,15 @@ impl Watch {
             }
         }
         let n = now.len();
-        let hungry = (0..n).filter(|&i| now[i].pumped.hungry > 0 && now[i].pumped.queued == 0);
+        let hungry: Vec<usize> = (0..n).filter(|&i| now[i].pumped.hungry > 0 && now[i].pumped.queued == 0).collect();
         let mut donors: Vec<usize> = (0..n).filter(|&i| now[i].pumped.queued > 0).collect();
         donors.sort_by_key(|&i| std::cmp::Reverse(now[i].pumped.queued));
-        let pairs: Vec<(usize, usize)> = hungry.zip(donors).collect();
-        let want = !pairs.is_empty() && !self.holding;
+        // While a node waits, every node keeps part of its subtrees queued,
+        // so that there is something to give it, donors or not yet.
+        let want = !hungry.is_empty() && !self.holding;
         let mut orders = Vec::new();
         if !self.holding {
-            for &(h, d) in &pairs {
+            for (&h, &d) in hungry.iter().zip(&donors) {
                 orders.push((d, Orders { give: now[d].pumped.queued, to: h, wanted: want, hold: false }));
             }
         }
@@ -479,6 +497,12 @@ mod tests {
         assert_eq!(orders[0], (1, Orders { give: 6, to: 0, wanted: true, hold: false }));
         assert_eq!(orders.len(), 4, "{orders:?}");
         assert!(orders[1..].iter().all(|(_, o)| o.wanted && o.give == 0 && !o.hold), "{orders:?}");
+        // A waiting node and no queue anywhere: every node is asked to keep
+        // some of its work queued, so that a donor appears.
+        let mut w2 = Watch::default();
+        let Next::Go(orders) = w2.next(vec![node(0, 0, 1, 0, 1), node(0, 0, 3, 0, 0)]) else { panic!("goes on") };
+        assert_eq!(orders.len(), 2, "{orders:?}");
+        assert!(orders.iter().all(|(_, o)| o.wanted && o.give == 0), "{orders:?}");
         // Held: no work given, and settled at two polls that agree.
         let held = w.hold(3);
         assert!(held.iter().all(|(_, o)| o.hold && !o.wanted), "{held:?}");

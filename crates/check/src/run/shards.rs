@@ -179,12 +179,6 @@ impl Shard {
         Ok(search::saved::encode(&self.identity, &body))
     }
 
-    /// What the node's workers ring when they have a message for another
-    /// node ([`search::ShardNode::doorbell`]).
-    pub fn doorbell(&self) -> Arc<search::Doorbell> {
-        self.node.doorbell()
-    }
-
     /// Hands in the other nodes' messages for this one and the carrier's
     /// orders; takes out this node's messages ([`search::ShardNode::pump`]).
     pub fn pump(&self, inbox: &[&[u8]], orders: search::Orders) -> Result<search::Pumped, Error> {

@@ -80,7 +80,7 @@ use super::table::{Table, Visitor, MASK_BITS};
 use super::{Outcome, Parked, Stats, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How the nodes of a sharded search reach each other.
@@ -268,38 +268,10 @@ struct Counts {
     bytes: AtomicU64,
 }
 
-/// What wakes a node's carrier: its workers ring it when they put a batch
-/// for another node in its outbox, and the carrier's own threads when a
-/// message or an order comes ([`crate::run::courier`]).
-#[derive(Debug, Default)]
-pub struct Doorbell {
-    rung: Mutex<bool>,
-    woken: Condvar,
-}
-
-impl Doorbell {
-    /// Rings it: the next (or the current) [`Doorbell::wait`] returns.
-    pub fn ring(&self) {
-        *self.rung.lock().expect("no thread panicked holding a doorbell") = true;
-        self.woken.notify_one();
-    }
-
-    /// Waits until it rings, at most `timeout`; then it is silent again.
-    pub fn wait(&self, timeout: Duration) {
-        let mut rung = self.rung.lock().expect("no thread panicked holding a doorbell");
-        if !*rung {
-            rung = self.woken.wait_timeout(rung, timeout).expect("no thread panicked holding a doorbell").0;
-        }
-        *rung = false;
-    }
-}
-
 /// A node in a process of its own ([`ShardNode`]): which it is, and what
 /// it has for the other nodes, waiting for its carrier.
 struct Wire {
     me: usize,
-    /// Rung when a batch for another node is put in `claims` or `answers`.
-    bell: Arc<Doorbell>,
     /// The claims for each node.
     claims: Vec<Mailbox<Claim>>,
     /// The answers for each node's workers.
@@ -402,10 +374,7 @@ impl Search {
     fn reply(&self, w: usize, batch: Vec<Answer>) {
         let at = Instant::now() + self.link.latency;
         match &self.wire {
-            Some(x) if w % self.k != x.me => {
-                x.answers[w % self.k].send(at, batch);
-                x.bell.ring();
-            }
+            Some(x) if w % self.k != x.me => x.answers[w % self.k].send(at, batch),
             _ => self.inbox(w).send(at, batch),
         }
     }
@@ -414,10 +383,7 @@ impl Search {
     fn claim(&self, to: usize, batch: Vec<Claim>) {
         let at = Instant::now() + self.link.latency;
         match &self.wire {
-            Some(x) if to != x.me => {
-                x.claims[to].send(at, batch);
-                x.bell.ring();
-            }
+            Some(x) if to != x.me => x.claims[to].send(at, batch),
             _ => self.node(to).claims.send(at, batch),
         }
     }

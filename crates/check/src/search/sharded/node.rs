@@ -63,15 +63,12 @@
 //! path's number, then a byte 1 and the mask to leave alone, or a byte 0:
 //! 17 or 9 bytes), or subtrees as a save writes them.
 
-use super::{
-    Answer, Claim, Doorbell, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS,
-};
+use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::parallel::{load_subtrees, save_subtrees};
 use crate::search::saved::{Reader, Writer};
 use crate::search::table::{save_entries, Table};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::Arc;
 use std::time::Instant;
 
 const CLAIMS: u8 = 0;
@@ -137,7 +134,6 @@ impl ShardNode {
         let jobs = jobs.clamp(1, (1 << WORKER_BITS) / nodes);
         let wire = Wire {
             me,
-            bell: Arc::default(),
             claims: (0..nodes).map(|_| Mailbox::new()).collect(),
             answers: (0..nodes).map(|_| Mailbox::new()).collect(),
             finished: false.into(),
@@ -268,11 +264,6 @@ impl ShardNode {
     fn settled(&self) -> bool {
         let x = self.wire();
         x.hold.load(SeqCst) && x.resting.load(SeqCst) == self.ids.len()
-    }
-
-    /// What its workers ring when they have a batch for another node.
-    pub fn doorbell(&self) -> Arc<Doorbell> {
-        self.wire().bell.clone()
     }
 
     /// Its workers.
