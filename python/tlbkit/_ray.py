@@ -131,10 +131,9 @@ class _Shard:
 
     Its messages go straight to the other nodes over TCP
     (``tlbkit_check::run::courier``): ``address`` is where it listens,
-    ``connect`` joins it to the others and starts its carrying thread; the
-    driver only polls ``status`` and gives ``order``s. The actor is threaded,
-    so that ``connect``, which waits for the others' connections, runs
-    beside their calls."""
+    ``connect`` joins it to the others and starts the courier's threads,
+    which carry the messages from then on; the driver only polls ``status``
+    and gives ``order``s."""
 
     def __init__(self, token: str, me: int, nodes: int, jobs: int, deltas: bool, *parts: bytes):
         import ray
@@ -270,9 +269,7 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
         if saved != token:
             raise ValueError(f"{checkpoint} holds a snapshot of another check: resume it with its own token")
     started_here = _connect(ray, address)
-    # Threaded: its loop carries messages while the driver and the other
-    # nodes call it.
-    Shard = ray.remote(max_restarts=0, max_task_retries=0, max_concurrency=4)(_Shard)
+    Shard = ray.remote(max_restarts=0, max_task_retries=0)(_Shard)
     actors = []
     try:
         saving = _Saving(checkpoint, token, generation, every_s, max_memory) if checkpoint is not None else None

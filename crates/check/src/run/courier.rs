@@ -114,12 +114,14 @@ pub struct Courier {
 impl Courier {
     /// Listens on a port of `host` (an address of this machine the
     /// others can reach; the port chosen by the system); returns the
-    /// courier and the address to give the other nodes (`host:port`).
+    /// courier and the address to give the other nodes (`host:port`, or
+    /// `[host]:port` for IPv6).
     pub fn listen(host: &str) -> Result<(Courier, String), Error> {
         let listener = TcpListener::bind((host, 0)).map_err(|e| net(&format!("listening on {host}"), &e))?;
-        let port = listener.local_addr().map_err(|e| net("reading the port", &e))?.port();
+        // As the system writes it: an IPv6 address in brackets.
+        let address = listener.local_addr().map_err(|e| net("reading the port", &e))?.to_string();
         let courier = Courier { listener, post: Arc::default(), threads: Mutex::default(), streams: Mutex::default() };
-        Ok((courier, format!("{host}:{port}")))
+        Ok((courier, address))
     }
 
     /// Connects to every other node (`peers[i]`: node `i`'s address, this
