@@ -491,7 +491,7 @@ fn order_tuples(orders: Vec<(usize, tlbkit_check::search::Orders)>) -> Vec<Order
 /// and says `"stop"`, `"finish"`, `"settled"` (take the snapshot, then
 /// `release`) or `"go"`, with the orders to give first; `hold` and
 /// `release` return the orders that hold the nodes for a snapshot and let
-/// them go on.
+/// them go on, and `holding` says whether they are held.
 #[pyclass]
 #[derive(Default)]
 struct ShardsWatch(tlbkit_check::run::courier::Watch);
@@ -537,6 +537,12 @@ impl ShardsWatch {
 
     fn release(&mut self, nodes: usize) -> Vec<OrderTuple> {
         order_tuples(self.0.release(nodes))
+    }
+
+    /// Whether the nodes are held for a snapshot and not yet released.
+    #[getter]
+    fn holding(&self) -> bool {
+        self.0.holding()
     }
 }
 

@@ -491,7 +491,7 @@ class _Carrier:
         def give(orders):
             _get(ray, [actors[i].order.remote(*o) for i, *o in orders])
 
-        watch, holding, stopping = _native.ShardsWatch(), False, False
+        watch, stopping = _native.ShardsWatch(), False
         while True:
             now = _get(ray, [a.status.remote() for a in actors])
             if any(s is None for s in now):
@@ -508,12 +508,11 @@ class _Carrier:
             if what == "settled":
                 saving.take(ray, actors)
                 give(watch.release(k))
-                holding = False
                 if stopping:
                     _get(ray, [a.stop.remote() for a in actors])
                     raise Stopped(self._why(saving, now, signals.caught))
-            elif saving is not None and not holding and (saving.due(now) or signals.caught):
-                holding, stopping = True, saving.over(now) or signals.caught
+            elif saving is not None and not watch.holding and (saving.due(now) or signals.caught):
+                stopping = saving.over(now) or signals.caught
                 give(watch.hold(k))
             else:
                 give(orders)

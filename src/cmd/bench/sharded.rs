@@ -89,8 +89,10 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
     let spec = super::rounds::standard_spec(&a.policy)?;
-    // Workers in all: dealt round in-process nodes, so many a node over TCP.
-    let workers = |n: usize| if a.tcp { n * (jobs / n).max(1) } else { jobs.max(n) };
+    // Over TCP each of n nodes has --jobs / n workers (at least one); in
+    // process, --jobs are dealt round the nodes (at least one each).
+    let per_node = |n: usize| (jobs / n).max(1);
+    let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
@@ -100,7 +102,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         let (t, steps) = (Instant::now(), steps_run());
         let (report, traffic, bytes) = if a.tcp {
             let poll = Duration::from_millis(10);
-            let (report, bytes) = tlbkit_check::run::courier::run_local(&spec, n, (jobs / n).max(1), poll)?;
+            let (report, bytes) = tlbkit_check::run::courier::run_local(&spec, n, per_node(n), poll)?;
             (report, None, bytes)
         } else {
             let (report, traffic) = tlbkit_check::run::check_exhaustive_sharded(&spec, n, jobs, link)?;
@@ -131,13 +133,12 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         });
     }
     let per_state = |r: &Row| r.bytes as f64 / r.states.max(1) as f64;
-    let none = Traffic::default();
-    let traffic = |r: &Row| r.traffic.clone().unwrap_or_else(|| none.clone());
+    // A figure of the in-process traffic, or "-" over TCP.
+    let sent = |r: &Row, f: fn(&Traffic) -> String| r.traffic.as_ref().map_or_else(|| "-".into(), f);
     let largest = |r: &Row| {
-        let most = traffic(r).states.iter().copied().max();
+        let most = r.traffic.as_ref().map(|t| t.states.iter().copied().max().unwrap_or(0));
         most.map_or_else(|| "-".into(), |m| format!("{:.1}%", 100.0 * m as f64 / r.states.max(1) as f64))
     };
-    let or_dash = |r: &Row, v: u64| if r.traffic.is_some() { v.to_string() } else { "-".into() };
     if a.format == super::Format::Json {
         let doc: Vec<_> = rows
             .iter()
@@ -160,9 +161,8 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
     if a.tcp {
         println!(
             "{} at the standard bounds: the visited set sharded among nodes joined over loopback TCP \
-             ({} workers a node), against --jobs {jobs}",
-            a.policy,
-            (jobs / a.nodes[0]).max(1)
+             ({jobs} / nodes workers a node, at least one), against --jobs {jobs}",
+            a.policy
         );
     } else {
         println!(
@@ -192,9 +192,9 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             format!("{:.2}", r.sharded_s),
             format!("{} ({:.2}x)", r.sharded_executions, r.sharded_executions as f64 / r.jobs_executions.max(1) as f64),
             format!("{} ({:.2}x)", r.sharded_steps, r.sharded_steps as f64 / r.jobs_steps.max(1) as f64),
-            or_dash(r, traffic(r).claims),
-            or_dash(r, traffic(r).admitted),
-            or_dash(r, traffic(r).known),
+            sent(r, |t| t.claims.to_string()),
+            sent(r, |t| t.admitted.to_string()),
+            sent(r, |t| t.known.to_string()),
             format!("{:.1}", per_state(r)),
             largest(r),
             format!("{:.2}", r.jobs_s),

@@ -72,12 +72,6 @@ struct Mail {
     orders: Orders,
 }
 
-impl Post {
-    fn ring(&self) {
-        self.bell.ring();
-    }
-}
-
 /// What wakes the carrying thread.
 #[derive(Debug, Default)]
 struct Doorbell {
@@ -190,7 +184,7 @@ impl Courier {
         }
         (mail.orders.wanted, mail.orders.hold) = (orders.wanted, orders.hold);
         drop(mail);
-        self.post.ring();
+        self.post.bell.ring();
     }
 
     /// The last pump's status (None before the first); an error if the
@@ -209,7 +203,7 @@ impl Courier {
     /// the caller's: [`Shard::finish`] or [`Shard::stop`]).
     pub fn close(&self) {
         self.post.ending.store(true, SeqCst);
-        self.post.ring();
+        self.post.bell.ring();
         for s in self.streams.lock().expect("no thread panicked holding it").drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
@@ -244,14 +238,14 @@ fn read_from(stream: TcpStream, post: &Post) {
             return;
         }
         post.mail.lock().expect("no thread panicked holding it").inbox.push(m);
-        post.ring();
+        post.bell.ring();
     }
 }
 
 fn fail(post: &Post, why: String) {
     *post.status.lock().expect("no thread panicked holding it") = Some(Err(why));
     post.ending.store(true, SeqCst);
-    post.ring();
+    post.bell.ring();
 }
 
 /// Pumps `shard` until the courier closes: takes in what arrived, writes
@@ -376,6 +370,12 @@ impl Watch {
         self.wanted = false;
         self.before = None;
         (0..nodes).map(|i| (i, Orders { hold: true, ..Orders::default() })).collect()
+    }
+
+    /// Whether the nodes are held for a snapshot ([`Watch::hold`]) and not
+    /// yet released.
+    pub fn holding(&self) -> bool {
+        self.holding
     }
 
     /// Lets the `nodes` go on after a snapshot: the orders to give every
