@@ -70,19 +70,16 @@ const REQUESTS: Count =
     Count::new("requests", 6000, 10..=10_000_000, "requests in all (ab -n), served by whichever process takes each");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "apache_like",
-    description: "an Apache-like static-file server (LATR's macrobenchmark): worker threads mmap, read and munmap \
-                  the file of every request, a closed-loop client",
-    origin: None,
-    params: &[PROCS.0, THREADS.0, CONCURRENCY.0, FILE_PAGES.0, REQUEST_US.0, REQUESTS.0],
-    has_overhead: false,
-    results: &["requests_per_s", "us_per_request"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| result(main),
-    max_mms: |p, _, _| max_mms(p),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "apache_like",
+    "an Apache-like static-file server (LATR's macrobenchmark): worker threads mmap, read and munmap \
+     the file of every request, a closed-loop client",
+    &[PROCS.0, THREADS.0, CONCURRENCY.0, FILE_PAGES.0, REQUEST_US.0, REQUESTS.0],
+    &["requests_per_s", "us_per_request"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| result(main),
+    |p, _, _| max_mms(p),
+);
 
 /// Pages of a worker's request pool (apr pool, buckets, log buffer), touched
 /// every request.

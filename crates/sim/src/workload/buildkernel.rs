@@ -68,22 +68,20 @@ const HEAP_PAGES: Count =
 const HEAP_WS: Count = Count::new("heap_ws", 192, 1..=1_000_000, "heap pages touched per slice");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "buildkernel",
-    description: "make -jN buildkernel: job slots running compiler processes (fork, exec, heap growth, working \
-                  set, exit) (origin 000)",
-    origin: Some("000"),
-    params: &[JOBS.0, UNITS.0, COMPUTE_MS.0, SLICES.0, TEXT_PAGES.0, TEXT_WS.0, HEAP_PAGES.0, HEAP_WS.0],
-    has_overhead: false,
-    results: &["elapsed_s", "sys_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| result(main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "buildkernel",
+    "make -jN buildkernel: job slots running compiler processes (fork, exec, heap growth, working \
+     set, exit) (origin 000)",
+    &[JOBS.0, UNITS.0, COMPUTE_MS.0, SLICES.0, TEXT_PAGES.0, TEXT_WS.0, HEAP_PAGES.0, HEAP_WS.0],
+    &["elapsed_s", "sys_s"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| result(main),
     // make, each job slot and its compiler (one more during an exec); with
     // wake-up preemption a slot may fork its next compiler before the last
     // one, which signalled it, has exited: twice that.
-    max_mms: |p, _, _| 4 * JOBS.usize(p) + 16,
-};
+    |p, _, _| 4 * JOBS.usize(p) + 16,
+)
+.origin("000");
 
 /// Pages of one heap growth (`mmap` of 256 KB).
 const HEAP_CHUNK: u64 = 64;

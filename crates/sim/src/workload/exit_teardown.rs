@@ -54,20 +54,18 @@ const COMPUTE_US: Real = Real::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "exit_teardown",
-    description: "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
-                  mappings: exit_group time per process (origin 004)",
-    origin: Some("004"),
-    params: &[JOBS.0, HEAP_PAGES.0, FILE_PAGES.0, DIRTY_PAGES.0, COMPUTE_US.0],
-    has_overhead: false,
-    results: &["exit_us"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| result(main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "exit_teardown",
+    "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
+     mappings: exit_group time per process (origin 004)",
+    &[JOBS.0, HEAP_PAGES.0, FILE_PAGES.0, DIRTY_PAGES.0, COMPUTE_US.0],
+    &["exit_us"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| result(main),
     // make and every compiler (all may be alive at once).
-    max_mms: |p, _, cpus| JOBS.usize(p) * cpus + 16,
-};
+    |p, _, cpus| JOBS.usize(p) * cpus + 16,
+)
+.origin("004");
 
 /// The shared file every compiler maps.
 const FILE: u32 = 1;

@@ -48,19 +48,17 @@ const USER_PAGES: Count = Count::new("user_pages", 4, 0..=4096, "4 KB pages of u
 const USER_CYCLES: Count = Count::new("user_cycles", 2000, 0..=1_000_000_000, "cycles of user computation per request");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "fileserver",
-    description: "file server: per-CPU threads mapping, copying and unmapping buffer pages in the kernel map, \
-                  invalidated on every CPU (origin 003)",
-    origin: Some("003"),
-    params: &[OPS.0, PAGES.0, USER_PAGES.0, USER_CYCLES.0],
-    has_overhead: false,
-    results: &["us_per_op", "shootdown_us", "invalidating_share"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |_, _, _| 8,
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "fileserver",
+    "file server: per-CPU threads mapping, copying and unmapping buffer pages in the kernel map, \
+     invalidated on every CPU (origin 003)",
+    &[OPS.0, PAGES.0, USER_PAGES.0, USER_CYCLES.0],
+    &["us_per_op", "shootdown_us", "invalidating_share"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |_, _, _| 8,
+)
+.origin("003");
 
 /// What every server thread does.
 #[derive(Clone, Copy)]

@@ -40,20 +40,17 @@ const PAGES: Count = Count::new("pages", 1, 1..=4096, "4 KB pages each call flus
 const CALLS: Count = Count::new("calls", 10_000, 1..=1_000_000, "timed calls after one untimed (the module's 10,000)");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "flush_call",
-    description: "a kernel module's loop of direct range-flush calls (flush_tlb_range) on N mapped pages, no PTE \
-                  changed: the flush alone, as a test module or a tracepoint times it; microseconds per call",
-    origin: None,
-    params: &[PAGES.0, CALLS.0],
-    has_overhead: false,
-    results: &["us_per_call", "cycles_per_call"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "flush_call",
+    "a kernel module's loop of direct range-flush calls (flush_tlb_range) on N mapped pages, no PTE \
+     changed: the flush alone, as a test module or a tracepoint times it; microseconds per call",
+    &[PAGES.0, CALLS.0],
+    &["us_per_call", "cycles_per_call"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // One process.
-    max_mms: |_, _, _| 4,
-};
+    |_, _, _| 4,
+);
 
 /// The module's caller: maps and writes the pages, then calls.
 struct Caller {

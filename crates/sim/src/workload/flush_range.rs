@@ -82,20 +82,17 @@ const SPINNERS: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "flush_range",
-    description: "mprotect read-only and back of N written pages while bound threads keep the address space live on \
-                  every CPU; microseconds per flushing call",
-    origin: None,
-    params: &[PAGES.0, ITERS.0, SPINNERS.0],
-    has_overhead: false,
-    results: &["us_per_call", "cycles_per_call"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "flush_range",
+    "mprotect read-only and back of N written pages while bound threads keep the address space live on \
+     every CPU; microseconds per flushing call",
+    &[PAGES.0, ITERS.0, SPINNERS.0],
+    &["us_per_call", "cycles_per_call"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // One process.
-    max_mms: |_, _, _| 8,
-};
+    |_, _, _| 8,
+);
 
 /// Cycles of one pass of a spinner's loop after its read (an estimate, about a
 /// microsecond at 2 to 3 GHz).

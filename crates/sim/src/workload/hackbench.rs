@@ -47,19 +47,16 @@ const PIPE_MSGS: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "hackbench",
-    description: "hackbench -p (processes, pipes): groups of 20 senders writing 100-byte messages to 20 receivers \
-                  each, 400 processes by default",
-    origin: None,
-    params: &[GROUPS.0, FDS.0, LOOPS.0, PIPE_MSGS.0],
-    has_overhead: false,
-    results: &["time_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| result(main),
-    max_mms: |p, _, _| max_mms(p),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "hackbench",
+    "hackbench -p (processes, pipes): groups of 20 senders writing 100-byte messages to 20 receivers \
+     each, 400 processes by default",
+    &[GROUPS.0, FDS.0, LOOPS.0, PIPE_MSGS.0],
+    &["time_s"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| result(main),
+    |p, _, _| max_mms(p),
+);
 
 /// A child of a group, receiver or sender: waits for the start, makes its
 /// `calls` pipe calls, reports, exits. A receiver reads its own pipe; a sender

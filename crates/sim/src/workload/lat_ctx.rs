@@ -28,18 +28,17 @@ const SIZE_KB: Count = Count::new("size_kb", 0, 0..=65536, "KB each process sums
 const ROUNDS: Count = Count::new("rounds", 50, 3..=100000, "times the token goes round the ring");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "lat_ctx",
-    description: "lmbench lat_ctx: a ring of processes passing a token through pipes (origin 000)",
-    origin: Some("000"),
-    params: &[PROCS.0, SIZE_KB.0, ROUNDS.0],
-    has_overhead: true,
-    results: &["us_per_switch", "ring_us_per_hop", "overhead_us"],
-    text_params: &[],
-    setup: |p, _, sim, phase| setup(p, sim, phase),
-    result: |p, main, overhead| result(p, main, overhead),
-    max_mms: |p, _, _| PROCS.usize(p) + 8,
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "lat_ctx",
+    "lmbench lat_ctx: a ring of processes passing a token through pipes (origin 000)",
+    &[PROCS.0, SIZE_KB.0, ROUNDS.0],
+    &["us_per_switch", "ring_us_per_hop", "overhead_us"],
+    |p, _, sim, phase| setup(p, sim, phase),
+    result,
+    |p, _, _| PROCS.usize(p) + 8,
+)
+.origin("000")
+.with_overhead();
 
 /// Rounds run before timing starts.
 const WARMUP: u64 = 1;

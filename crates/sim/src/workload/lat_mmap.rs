@@ -71,19 +71,16 @@ const RANDOM: Flag =
 const ITERS: Count = Count::new("iters", 20, 1..=1_000_000, "timed iterations per process, after one untimed");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "lat_mmap",
-    description: "lmbench lat_mmap: each process maps a shared file, writes a byte every 16 KB of its first tenth \
-                  (-r: every 160 KB of all of it) and unmaps it; microseconds per mapping",
-    origin: None,
-    params: &[SIZE_KB.0, PROCS.0, RANDOM.0, ITERS.0],
-    has_overhead: false,
-    results: &["us_per_mapping"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, cpus| max_mms(p, cpus),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "lat_mmap",
+    "lmbench lat_mmap: each process maps a shared file, writes a byte every 16 KB of its first tenth \
+     (-r: every 160 KB of all of it) and unmaps it; microseconds per mapping",
+    &[SIZE_KB.0, PROCS.0, RANDOM.0, ITERS.0],
+    &["us_per_mapping"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |p, _, cpus| max_mms(p, cpus),
+);
 
 /// What one iteration maps and touches.
 #[derive(Clone, Copy)]

@@ -65,20 +65,17 @@ const EXTRA_KB: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "lat_proc",
-    description: "lmbench lat_proc fork: fork a child that exits at once and wait for it; microseconds per \
-                  fork+exit+wait",
-    origin: None,
-    params: &[ITERS.0, EXTRA_KB.0],
-    has_overhead: false,
-    results: &["us_per_fork"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "lat_proc",
+    "lmbench lat_proc fork: fork a child that exits at once and wait for it; microseconds per \
+     fork+exit+wait",
+    &[ITERS.0, EXTRA_KB.0],
+    &["us_per_fork"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // The parent and one child at a time.
-    max_mms: |_, _, _| 8,
-};
+    |_, _, _| 8,
+);
 
 /// Data pages the parent has written before timing (an estimate).
 const DATA_WRITTEN: u64 = 16;

@@ -93,15 +93,13 @@ const FILE_MB: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "lru_file_mmap_read",
-    description: "vm-scalability case-lru-file-mmap-read: nr_task processes each map a file of their own and read \
-                  it once, the files 10 times memory; read faults reclaim mapped page cache (rmap unmap, batched \
-                  flush)",
-    origin: None,
-    params: &[NR_TASK.0, MEM_MB.0, FILE_MB.0],
-    has_overhead: false,
-    results: &[
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "lru_file_mmap_read",
+    "vm-scalability case-lru-file-mmap-read: nr_task processes each map a file of their own and read \
+     it once, the files 10 times memory; read faults reclaim mapped page cache (rmap unmap, batched \
+     flush)",
+    &[NR_TASK.0, MEM_MB.0, FILE_MB.0],
+    &[
         "throughput",
         "elapsed_s",
         "reclaimed_pages",
@@ -112,11 +110,10 @@ pub const DEF: WorkloadDef = WorkloadDef {
         "reclaim_activated",
         "reclaim_deactivated",
     ],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, cpus| max_mms(p, cpus),
-};
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |p, _, cpus| max_mms(p, cpus),
+);
 
 /// Pages one touch reads: 64 KB, so that the processes' faults (and the
 /// reclaim in them) interleave finely in simulated time.

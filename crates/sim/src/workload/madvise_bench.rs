@@ -72,20 +72,17 @@ const CHUNK_KB: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "madvise_bench",
-    description: "Barry Song's benchmark from Dev Jain's cover letters: mmap and memset anonymous memory, time one \
-                  madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of all of it (or of it in chunks), munmap",
-    origin: None,
-    params: &[SIZE_MB.0, ITERS.0, ADVICE.0, BATCH.0, CHUNK_KB.0],
-    has_overhead: false,
-    results: &["ms_per_call", "us_per_call"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "madvise_bench",
+    "Barry Song's benchmark from Dev Jain's cover letters: mmap and memset anonymous memory, time one \
+     madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of all of it (or of it in chunks), munmap",
+    &[SIZE_MB.0, ITERS.0, ADVICE.0, BATCH.0, CHUNK_KB.0],
+    &["ms_per_call", "us_per_call"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // One process.
-    max_mms: |_, _, _| 8,
-};
+    |_, _, _| 8,
+);
 
 /// What the timed calls do.
 #[derive(Clone, Copy, PartialEq, Eq)]

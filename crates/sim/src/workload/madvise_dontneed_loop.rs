@@ -47,20 +47,17 @@ const THREADS: Count = Count::new("threads", 0, 0..=4096, "threads of the one pr
 const ITERS: Count = Count::new("iters", 200, 1..=1_000_000, "iterations of each thread");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "madvise_dontneed_loop",
-    description: "threads of one process each loop: madvise(MADV_DONTNEED) one page of their own (a flush of every \
-                  CPU running the mm), then write it (a fault); time per iteration",
-    origin: None,
-    params: &[THREADS.0, ITERS.0],
-    has_overhead: false,
-    results: &["iter_ns", "iter_cycles"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "madvise_dontneed_loop",
+    "threads of one process each loop: madvise(MADV_DONTNEED) one page of their own (a flush of every \
+     CPU running the mm), then write it (a fault); time per iteration",
+    &[THREADS.0, ITERS.0],
+    &["iter_ns", "iter_cycles"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // One process.
-    max_mms: |_, _, _| 8,
-};
+    |_, _, _| 8,
+);
 
 /// One thread's loop.
 struct Looper {

@@ -55,19 +55,16 @@ const BENCH: Count = Count::new(
 const OPS: Count = Count::new("ops", 200, 1..=1_000_000, "timed operations");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "microbench",
-    description: "tlbkit calibrate's host microbenchmarks in the model (--set bench=0..8)",
-    origin: None,
-    params: &[BENCH.0, OPS.0],
-    has_overhead: false,
-    results: &["ns_per_op"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "microbench",
+    "tlbkit calibrate's host microbenchmarks in the model (--set bench=0..8)",
+    &[BENCH.0, OPS.0],
+    &["ns_per_op"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // The benchmark's process, and pipe_switch's second.
-    max_mms: |_, _, _| 8,
-};
+    |_, _, _| 8,
+);
 
 /// Pages each mapping of the system-call microbenchmarks spans.
 const PAGES: u64 = 16;

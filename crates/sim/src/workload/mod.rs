@@ -212,13 +212,68 @@ pub struct WorkloadDef {
     pub text_params: &'static [TextParamDef],
     /// Starts its processes in a booted simulator for a phase, from its
     /// parameters and text parameters.
-    pub setup: fn(&Params, &Texts, &mut Sim, Phase) -> Result<(), Error>,
+    pub setup: Setup,
     /// Its result, from its finished main phase and, where it has one, its
     /// overhead phase.
-    pub result: fn(&Params, &Sim, Option<&Sim>) -> Result<Figures, Error>,
+    pub result: Reckon,
     /// The address spaces it needs at most at once on a number of CPUs
     /// (exited ones a lazy CPU still holds are the caller's to add).
-    pub max_mms: fn(&Params, &Texts, usize) -> usize,
+    pub max_mms: MaxMms,
+}
+
+/// What a workload's `setup` is: it starts its processes in a booted
+/// simulator for a phase, from its parameters and text parameters.
+pub type Setup = fn(&Params, &Texts, &mut Sim, Phase) -> Result<(), Error>;
+/// What a workload's `result` is: its figures from its finished main phase
+/// and, where it has one, its overhead phase.
+pub type Reckon = fn(&Params, &Sim, Option<&Sim>) -> Result<Figures, Error>;
+/// What a workload's `max_mms` is: the address spaces it needs at most at
+/// once on a number of CPUs.
+pub type MaxMms = fn(&Params, &Texts, usize) -> usize;
+
+impl WorkloadDef {
+    /// An entry as most workloads have it: after the origins (or one of
+    /// tlbkit's own tools), no overhead phase, no text parameters. The
+    /// arguments are the fields of the same names, in their order;
+    /// [`origin`](Self::origin), [`with_overhead`](Self::with_overhead) and
+    /// [`with_texts`](Self::with_texts) change the rest.
+    pub const fn new(
+        name: &'static str,
+        description: &'static str,
+        params: &'static [ParamDef],
+        results: &'static [&'static str],
+        setup: Setup,
+        result: Reckon,
+        max_mms: MaxMms,
+    ) -> Self {
+        WorkloadDef {
+            name,
+            description,
+            origin: None,
+            params,
+            has_overhead: false,
+            results,
+            text_params: &[],
+            setup,
+            result,
+            max_mms,
+        }
+    }
+
+    /// The entry of origin `origin`'s benchmark (`"000"` to `"004"`).
+    pub const fn origin(self, origin: &'static str) -> Self {
+        WorkloadDef { origin: Some(origin), ..self }
+    }
+
+    /// The entry with an overhead phase.
+    pub const fn with_overhead(self) -> Self {
+        WorkloadDef { has_overhead: true, ..self }
+    }
+
+    /// The entry with text parameters.
+    pub const fn with_texts(self, text_params: &'static [TextParamDef]) -> Self {
+        WorkloadDef { text_params, ..self }
+    }
 }
 
 /// Every workload.

@@ -42,20 +42,18 @@ const ITERS: Count =
 const PAGES: Count = Count::new("pages", 1024, 1..=262_144, "4 KB pages of the buffer (the program's 4 MiB: 1024)");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "mprotect_threaded",
-    description: "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
-                  second thread asleep (origin 001)",
-    origin: Some("001"),
-    params: &[ITERS.0, PAGES.0],
-    has_overhead: false,
-    results: &["elapsed_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| super::elapsed("mprotect_threaded", main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "mprotect_threaded",
+    "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
+     second thread asleep (origin 001)",
+    &[ITERS.0, PAGES.0],
+    &["elapsed_s"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| super::elapsed("mprotect_threaded", main),
     // One process per CPU.
-    max_mms: |_, _, cpus| cpus + 8,
-};
+    |_, _, cpus| cpus + 8,
+)
+.origin("001");
 
 /// A copy's main thread: the program's `main`.
 struct Main {

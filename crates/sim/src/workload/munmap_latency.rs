@@ -35,20 +35,17 @@ const PAGES: Count = Count::new("pages", 1, 1..=4096, "4 KB pages mapped and unm
 const ITERS: Count = Count::new("iters", 100, 1..=1_000_000, "iterations (munmaps timed)");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "munmap_latency",
-    description: "LATR's munmap microbenchmark: threads on N cores write a mapping's pages, one thread times its \
-                  munmap",
-    origin: None,
-    params: &[CORES.0, PAGES.0, ITERS.0],
-    has_overhead: false,
-    results: &["munmap_us", "munmap_min_us"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| result(main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "munmap_latency",
+    "LATR's munmap microbenchmark: threads on N cores write a mapping's pages, one thread times its \
+     munmap",
+    &[CORES.0, PAGES.0, ITERS.0],
+    &["munmap_us", "munmap_min_us"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| result(main),
     // One process.
-    max_mms: |_, _, _| 8,
-};
+    |_, _, _| 8,
+);
 
 /// What the unmapper shares with the references: the mapping's address, and
 /// whether the run is over.

@@ -96,19 +96,16 @@ const MEM_MB: Count =
     Count::new("mem_mb", 256, 1..=65_536, "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "pft",
-    description: "mmtests pft: threads (or processes) each write one byte to every page of their share of one \
-                  anonymous mapping (a write fault a page); faults per second",
-    origin: None,
-    params: &[TASKS.0, PROCS.0, VMAS.0, MEM_MB.0],
-    has_overhead: false,
-    results: &["faults_per_s", "faults_per_cpu_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, cpus| max_mms(p, cpus),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "pft",
+    "mmtests pft: threads (or processes) each write one byte to every page of their share of one \
+     anonymous mapping (a write fault a page); faults per second",
+    &[TASKS.0, PROCS.0, VMAS.0, MEM_MB.0],
+    &["faults_per_s", "faults_per_cpu_s"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |p, _, cpus| max_mms(p, cpus),
+);
 
 /// One test: `pft_loop` over its part.
 struct Test {

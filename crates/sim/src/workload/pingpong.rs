@@ -37,18 +37,16 @@ const PAGES: Count = Count::new("pages", 0, 0..=65536, "4 KB pages a process tou
 const ROUNDS: Count = Count::new("rounds", 1000, 2..=10_000_000, "timed turns");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "pingpong",
-    description: "two address spaces on one CPU waking each other through eventfds (origin 002)",
-    origin: Some("002"),
-    params: &[PAGES.0, ROUNDS.0],
-    has_overhead: false,
-    results: &["us_per_round", "tlb_misses_per_round", "l1_tlb_misses_per_round"],
-    text_params: &[],
-    setup: |p, _, sim, phase| setup(p, sim, phase),
-    result: |p, main, _| result(p, main),
-    max_mms: |_, _, _| 8,
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "pingpong",
+    "two address spaces on one CPU waking each other through eventfds (origin 002)",
+    &[PAGES.0, ROUNDS.0],
+    &["us_per_round", "tlb_misses_per_round", "l1_tlb_misses_per_round"],
+    |p, _, sim, phase| setup(p, sim, phase),
+    |p, main, _| result(p, main),
+    |_, _, _| 8,
+)
+.origin("002");
 
 /// Untimed round trips first: page faults and cold TLBs stay out of the timing.
 const WARMUP: u64 = 3;

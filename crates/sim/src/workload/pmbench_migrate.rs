@@ -81,26 +81,16 @@ const CPULESS_NODE: Flag = Flag::new(
 const PASSES: Count = Count::new("passes", 4, 1..=1000, "migrate_pages calls, alternately node 0 to 1 and 1 to 0");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "pmbench_migrate",
-    description: "pmbench (uniform random 4 KB accesses, 50% reads, over a 128 MB working set) while another \
-                  process moves its pages between NUMA nodes 0 and 1 with migrate_pages(2), back and forth",
-    origin: None,
-    params: &[MAPSIZE_MB.0, SETSIZE_MB.0, JOBS.0, RATIO.0, CPULESS_NODE.0, PASSES.0],
-    has_overhead: false,
-    results: &[
-        "access_ns",
-        "accesses_per_s",
-        "migrate_pages_per_s",
-        "flushes_per_page",
-        "ipis_per_page",
-        "migration_waits",
-    ],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |_, _, _| max_mms(),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "pmbench_migrate",
+    "pmbench (uniform random 4 KB accesses, 50% reads, over a 128 MB working set) while another \
+     process moves its pages between NUMA nodes 0 and 1 with migrate_pages(2), back and forth",
+    &[MAPSIZE_MB.0, SETSIZE_MB.0, JOBS.0, RATIO.0, CPULESS_NODE.0, PASSES.0],
+    &["access_ns", "accesses_per_s", "migrate_pages_per_s", "flushes_per_page", "ipis_per_page", "migration_waits"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |_, _, _| max_mms(),
+);
 
 /// Accesses a worker makes between two looks at whether the migrator is done.
 pub const CHUNK: u64 = 64;

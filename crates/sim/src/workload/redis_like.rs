@@ -196,12 +196,11 @@ const DECAY_MS: Real = Real::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "redis_like",
-    description: "a redis-like store: one thread serves GETs and SETs from 50 clients, serverCron forks a child \
-                  that saves every key and madvises each away, jemalloc reuses and purges freed values",
-    origin: None,
-    params: &[
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "redis_like",
+    "a redis-like store: one thread serves GETs and SETs from 50 clients, serverCron forks a child \
+     that saves every key and madvises each away, jemalloc reuses and purges freed values",
+    &[
         KEYS.0,
         VALUE_PAGES.0,
         CLIENTS.0,
@@ -215,13 +214,11 @@ pub const DEF: WorkloadDef = WorkloadDef {
         SAVE_CHANGES.0,
         DECAY_MS.0,
     ],
-    has_overhead: false,
-    results: &["requests_per_s", "fork_us", "saves"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, _| max_mms(p),
-};
+    &["requests_per_s", "fork_us", "saves"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |p, _, _| max_mms(p),
+);
 
 /// Pages of a client's reply buffer (`PROTO_REPLY_CHUNK_BYTES`, 16 KB).
 const CBUF_PAGES: u64 = 4;

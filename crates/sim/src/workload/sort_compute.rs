@@ -54,21 +54,19 @@ const COMPUTE_US: Real =
     Real::new("compute_us", 6250.0, 0.0..=1e6, "microseconds each sort computes after reading its input");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "sort_compute",
-    description: "sort-compute: 256 background shells each running 32 short sort processes in turn (origin 001)",
-    origin: Some("001"),
-    params: &[LOOPS.0, RUNS.0, HEAP_PAGES.0, COMPUTE_US.0],
-    has_overhead: false,
-    results: &["elapsed_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| super::elapsed("sort_compute", main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "sort_compute",
+    "sort-compute: 256 background shells each running 32 short sort processes in turn (origin 001)",
+    &[LOOPS.0, RUNS.0, HEAP_PAGES.0, COMPUTE_US.0],
+    &["elapsed_s"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| super::elapsed("sort_compute", main),
     // The script, each loop's shell and the sort it waits for (one more during an
     // exec); a woken parent that preempts the child that signalled it may fork
     // the next before that one has exited (CFS and EEVDF): twice that.
-    max_mms: |p, _, _| 4 * LOOPS.usize(p) + 16,
-};
+    |p, _, _| 4 * LOOPS.usize(p) + 16,
+)
+.origin("001");
 
 /// The sizes every process of the run shares.
 #[derive(Clone, Copy)]

@@ -89,19 +89,16 @@ const PAGES: Count = Count::new("pages", 64, 1..=65536, "4 KB pages of each proc
 const FORKS: Count = Count::new("forks", 2, 0..=64, "forks each thread may make at most");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "stress",
-    description: "threads of one mm on many CPUs racing munmap, mmap(MAP_FIXED), mprotect, madvise(DONTNEED), \
-                  fork and exit over shared pages: cross-CPU flushes for --strict (use with --set migration=on)",
-    origin: None,
-    params: &[PROCS.0, THREADS.0, ITERS.0, PAGES.0, FORKS.0],
-    has_overhead: false,
-    results: &["elapsed_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| super::elapsed("stress", main),
-    max_mms: |p, _, _| max_mms(p),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "stress",
+    "threads of one mm on many CPUs racing munmap, mmap(MAP_FIXED), mprotect, madvise(DONTNEED), \
+     fork and exit over shared pages: cross-CPU flushes for --strict (use with --set migration=on)",
+    &[PROCS.0, THREADS.0, ITERS.0, PAGES.0, FORKS.0],
+    &["elapsed_s"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| super::elapsed("stress", main),
+    |p, _, _| max_mms(p),
+);
 
 /// Pages of one chunk of the region.
 const CHUNK: u64 = 16;

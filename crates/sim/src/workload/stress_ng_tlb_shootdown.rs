@@ -118,19 +118,16 @@ const PAGES: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "stress_ng_tlb_shootdown",
-    description: "stress-ng --tlb-shootdown: per instance, 2 to 8 forked children mprotect shared memory (one page, \
-                  then all 512) and touch it, while the instance madvise(DONTNEED)s and refaults its pages",
-    origin: None,
-    params: &[WORKERS.0, OPS.0, PAGES.0],
-    has_overhead: false,
-    results: &["bogo_ops_per_s", "child_iter_us", "tlb_share"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, cpus| max_mms(p, cpus),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "stress_ng_tlb_shootdown",
+    "stress-ng --tlb-shootdown: per instance, 2 to 8 forked children mprotect shared memory (one page, \
+     then all 512) and touch it, while the instance madvise(DONTNEED)s and refaults its pages",
+    &[WORKERS.0, OPS.0, PAGES.0],
+    &["bogo_ops_per_s", "child_iter_us", "tlb_share"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |p, _, cpus| max_mms(p, cpus),
+);
 
 /// stress-ng's multiply-with-carry generator (`core-mwc.c`, Marsaglia's).
 #[derive(Clone)]

@@ -58,19 +58,16 @@ const READERS: Count =
 const ITERS: Count = Count::new("iters", 20, 1..=100_000, "MADV_PAGEOUT calls timed");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "swap_pageout",
-    description: "1 MiB of anonymous memory memset once, then read by the leader and by several threads on \
-                  other CPUs and madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
-    origin: None,
-    params: &[SIZE_KB.0, READERS.0, ITERS.0],
-    has_overhead: false,
-    results: &["pageout_us", "pageout_ns_per_byte", "flushes_per_call"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |_, _, _| max_mms(),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "swap_pageout",
+    "1 MiB of anonymous memory memset once, then read by the leader and by several threads on \
+     other CPUs and madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
+    &[SIZE_KB.0, READERS.0, ITERS.0],
+    &["pageout_us", "pageout_ns_per_byte", "flushes_per_call"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |_, _, _| max_mms(),
+);
 
 /// Cycles a reader computes between two looks at whether there is a new
 /// round to read (an estimate: a short polling loop).

@@ -75,19 +75,16 @@ const BATCH: Flag =
     Flag::new("batch", "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "swap_w_seq_mt",
-    description: "vm-scalability case-swap-w-seq-mt: nr_task threads of one process each write their share of \
-                  3/4 of memory + swap once, sequentially; faults past the memory limit reclaim to swap",
-    origin: None,
-    params: &[NR_TASK.0, MEM_MB.0, SWAP_MB.0, BATCH.0],
-    has_overhead: false,
-    results: &["throughput", "elapsed_s", "swapout_pages"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |_, _, _| max_mms(),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "swap_w_seq_mt",
+    "vm-scalability case-swap-w-seq-mt: nr_task threads of one process each write their share of \
+     3/4 of memory + swap once, sequentially; faults past the memory limit reclaim to swap",
+    &[NR_TASK.0, MEM_MB.0, SWAP_MB.0, BATCH.0],
+    &["throughput", "elapsed_s", "swapout_pages"],
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |_, _, _| max_mms(),
+);
 
 /// Pages one touch writes: 64 KB, so that the threads' faults (and the reclaim
 /// in them) interleave finely in simulated time.

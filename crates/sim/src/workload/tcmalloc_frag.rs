@@ -58,20 +58,18 @@ const USER_US: Real = Real::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "tcmalloc_frag",
-    description: "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
-                  release (origin 001)",
-    origin: Some("001"),
-    params: &[ALLOCS.0, TOUCH_PAGES.0, USER_US.0],
-    has_overhead: false,
-    results: &["elapsed_s"],
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |_, main, _| super::elapsed("tcmalloc_frag", main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "tcmalloc_frag",
+    "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
+     release (origin 001)",
+    &[ALLOCS.0, TOUCH_PAGES.0, USER_US.0],
+    &["elapsed_s"],
+    |p, _, sim, _| setup(p, sim),
+    |_, main, _| super::elapsed("tcmalloc_frag", main),
     // One process per CPU.
-    max_mms: |_, _, cpus| cpus + 8,
-};
+    |_, _, cpus| cpus + 8,
+)
+.origin("001");
 
 /// The first block of a pass: 100 MB, in pages.
 const FIRST_BYTES: u64 = 100 << 20;

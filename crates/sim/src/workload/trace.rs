@@ -46,19 +46,17 @@ const INSTR_CYCLES: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "trace",
-    description: "a real program traced with valgrind lackey and strace (tlbkit trace import), replayed: one \
-                  simulated thread per traced thread (--set file=TRACE)",
-    origin: None,
-    params: &[INSTR_CYCLES.0],
-    has_overhead: false,
-    results: &["run_us"],
-    text_params: TEXT_PARAMS,
-    setup: |p, texts, sim, _| setup(p, texts, sim),
-    result: |_, main, _| result(main),
-    max_mms: |_, texts, _| max_mms(texts),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "trace",
+    "a real program traced with valgrind lackey and strace (tlbkit trace import), replayed: one \
+     simulated thread per traced thread (--set file=TRACE)",
+    &[INSTR_CYCLES.0],
+    &["run_us"],
+    |p, texts, sim, _| setup(p, texts, sim),
+    |_, main, _| result(main),
+    |_, texts, _| max_mms(texts),
+)
+.with_texts(TEXT_PARAMS);
 
 /// The workload's text parameters.
 pub const TEXT_PARAMS: &[TextParamDef] =

@@ -51,19 +51,16 @@ const LAPS: Count = Count::new(
 );
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "will_it_scale_context_switch1",
-    description: "will-it-scale context_switch1: each task and a partner on its CPU pass a byte back and forth \
-                  through two pipes (threads or processes; LKP: one task per CPU)",
-    origin: None,
-    params: &[will_it_scale::TASKS.0, will_it_scale::MODE.0, LAPS.0],
-    has_overhead: false,
-    results: will_it_scale::RESULTS,
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
-    max_mms: |p, _, cpus| max_mms(p, cpus),
-};
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "will_it_scale_context_switch1",
+    "will-it-scale context_switch1: each task and a partner on its CPU pass a byte back and forth \
+     through two pipes (threads or processes; LKP: one task per CPU)",
+    &[will_it_scale::TASKS.0, will_it_scale::MODE.0, LAPS.0],
+    will_it_scale::RESULTS,
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
+    |p, _, cpus| max_mms(p, cpus),
+);
 
 /// Returns the operations of one turn's user code: the loop's text, the C
 /// library's, and the stack buffer.

@@ -30,7 +30,7 @@
 //! running CPUs processing broadcast invalidations they did not issue.
 
 use super::will_it_scale::{self, Start};
-use super::{Count, Figures, ParamDef, Params, Phase, Texts, WorkloadDef};
+use super::{Count, ParamDef, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -42,20 +42,17 @@ const LAPS: Count =
 const PAGES: Count = Count::new("pages", 256, 1..=262_144, "4 KB pages per mapping (1 MiB: 256)");
 
 /// The workload's registration.
-pub const DEF: WorkloadDef = WorkloadDef {
-    name: "will_it_scale_tlb_flush2",
-    description: "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
-                  then unmaps it (threads or processes; LKP: one task per CPU)",
-    origin: None,
-    params: &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0],
-    has_overhead: false,
-    results: will_it_scale::RESULTS,
-    text_params: &[],
-    setup: |p, _, sim, _| setup(p, sim),
-    result: |p, main, _| result(p, main),
+pub const DEF: WorkloadDef = WorkloadDef::new(
+    "will_it_scale_tlb_flush2",
+    "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
+     then unmaps it (threads or processes; LKP: one task per CPU)",
+    &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0],
+    will_it_scale::RESULTS,
+    |p, _, sim, _| setup(p, sim),
+    |p, main, _| result(p, main),
     // One process, or one per task.
-    max_mms: |p, _, cpus| will_it_scale::max_mms(p, cpus, 0),
-};
+    |p, _, cpus| will_it_scale::max_mms(p, cpus, 0),
+);
 
 /// What a task's mapping is backed by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -193,21 +190,12 @@ pub(crate) const FILE_PARAMS: &[ParamDef] =
 pub(crate) const fn file_def(
     name: &'static str,
     description: &'static str,
-    setup: fn(&Params, &Texts, &mut Sim, Phase) -> Result<(), Error>,
-    result: fn(&Params, &Sim, Option<&Sim>) -> Result<Figures, Error>,
+    setup: super::Setup,
+    result: super::Reckon,
 ) -> WorkloadDef {
-    WorkloadDef {
-        name,
-        description,
-        origin: None,
-        params: FILE_PARAMS,
-        has_overhead: false,
-        results: will_it_scale::RESULTS,
-        text_params: &[],
-        setup,
-        result,
-        max_mms: |p, _, cpus| will_it_scale::max_mms(p, cpus, 0),
-    }
+    WorkloadDef::new(name, description, FILE_PARAMS, will_it_scale::RESULTS, setup, result, |p, _, cpus| {
+        will_it_scale::max_mms(p, cpus, 0)
+    })
 }
 
 /// Starts the tasks of a file testcase (`tlb_flush1`, `tlb_flush3`): each
