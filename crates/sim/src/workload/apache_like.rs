@@ -45,7 +45,7 @@
 //! (the mean service time of a request by one worker, `mmap` to the next
 //! request's start excluded).
 
-use super::{Count, Params, Real, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -53,28 +53,28 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const PROCS: Count = Count::new("procs", 3, 1..=64, "server processes (httpd StartServers)");
-const THREADS: Count = Count::new("threads", 25, 1..=256, "worker threads per process (httpd ThreadsPerChild)");
-const CONCURRENCY: Count =
-    Count::new("concurrency", 0, 0..=65536, "requests outstanding (ab -c), spread over the processes (0: one per CPU)");
-const FILE_PAGES: Count =
-    Count::new("file_pages", 1, 1..=1024, "4 KB pages of the file served (1: httpd's stock index.html)");
-const REQUEST_US: Real = Real::new(
-    "request_us",
-    50.0,
-    0.0..=100_000.0,
-    "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us",
-);
-const REQUESTS: Count =
-    Count::new("requests", 6000, 10..=10_000_000, "requests in all (ab -n), served by whichever process takes each");
+params! {
+    PARAMS;
+    PROCS: Count("procs", 3, 1..=64)
+        "server processes (httpd StartServers)";
+    THREADS: Count("threads", 25, 1..=256)
+        "worker threads per process (httpd ThreadsPerChild)";
+    CONCURRENCY: Count("concurrency", 0, 0..=65536)
+        "requests outstanding (ab -c), spread over the processes (0: one per CPU)";
+    FILE_PAGES: Count("file_pages", 1, 1..=1024)
+        "4 KB pages of the file served (1: httpd's stock index.html)";
+    REQUEST_US: Real("request_us", 50.0, 0.0..=100_000.0)
+        "a request's work besides mmap, reading the file and munmap (network, parsing, logging), us";
+    REQUESTS: Count("requests", 6000, 10..=10_000_000)
+        "requests in all (ab -n), served by whichever process takes each";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "apache_like",
     "an Apache-like static-file server (LATR's macrobenchmark): worker threads mmap, read and munmap \
      the file of every request, a closed-loop client",
-    &[PROCS.0, THREADS.0, CONCURRENCY.0, FILE_PAGES.0, REQUEST_US.0, REQUESTS.0],
+    PARAMS,
     &["requests_per_s", "us_per_request"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| result(main),

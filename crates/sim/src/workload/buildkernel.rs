@@ -48,7 +48,7 @@
 //! the L2 cache and most walks find the upper levels in the walk cache), and
 //! the real build's switch rate and compiler working sets are not known.
 
-use super::{Count, ForkAll, OpQueue, Params, Real, WorkloadDef};
+use super::{params, ForkAll, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
@@ -56,23 +56,32 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const JOBS: Count = Count::new("jobs", 16, 1..=4096, "parallel job slots (make -j)");
-const UNITS: Count = Count::new("units", 100, 1..=100_000, "compilations per slot (the build is jobs x units)");
-const COMPUTE_MS: Real = Real::new("compute_ms", 20.0, 0.0..=100_000.0, "milliseconds of computation per compilation");
-const SLICES: Count = Count::new("slices", 40, 1..=100_000, "working-set passes per compilation");
-const TEXT_PAGES: Count = Count::new("text_pages", 8192, 16..=1_000_000, "4 KB pages of compiler text mapped (32 MB)");
-const TEXT_WS: Count = Count::new("text_ws", 128, 4..=65536, "text pages read per slice");
-const HEAP_PAGES: Count =
-    Count::new("heap_pages", 512, 64..=1_000_000, "4 KB heap pages a compilation grows to (2 MB)");
-const HEAP_WS: Count = Count::new("heap_ws", 192, 1..=1_000_000, "heap pages touched per slice");
+params! {
+    PARAMS;
+    JOBS: Count("jobs", 16, 1..=4096)
+        "parallel job slots (make -j)";
+    UNITS: Count("units", 100, 1..=100_000)
+        "compilations per slot (the build is jobs x units)";
+    COMPUTE_MS: Real("compute_ms", 20.0, 0.0..=100_000.0)
+        "milliseconds of computation per compilation";
+    SLICES: Count("slices", 40, 1..=100_000)
+        "working-set passes per compilation";
+    TEXT_PAGES: Count("text_pages", 8192, 16..=1_000_000)
+        "4 KB pages of compiler text mapped (32 MB)";
+    TEXT_WS: Count("text_ws", 128, 4..=65536)
+        "text pages read per slice";
+    HEAP_PAGES: Count("heap_pages", 512, 64..=1_000_000)
+        "4 KB heap pages a compilation grows to (2 MB)";
+    HEAP_WS: Count("heap_ws", 192, 1..=1_000_000)
+        "heap pages touched per slice";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "buildkernel",
     "make -jN buildkernel: job slots running compiler processes (fork, exec, heap growth, working \
      set, exit) (origin 000)",
-    &[JOBS.0, UNITS.0, COMPUTE_MS.0, SLICES.0, TEXT_PAGES.0, TEXT_WS.0, HEAP_PAGES.0, HEAP_WS.0],
+    PARAMS,
     &["elapsed_s", "sys_s"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| result(main),

@@ -32,33 +32,32 @@
 //! whole-mm flush), over every process that exited (the compilers and make).
 //! Scaling: host time grows with `jobs * cpus * (heap_pages + file_pages)`.
 
-use super::{Count, ForkAll, Params, Real, WorkloadDef};
+use super::{params, ForkAll, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const JOBS: Count = Count::new("jobs", 1, 1..=4096, "compiler processes per CPU");
-const HEAP_PAGES: Count =
-    Count::new("heap_pages", 512, 16..=65536, "4 KB anonymous heap pages each compiler writes (2 MB)");
-const FILE_PAGES: Count =
-    Count::new("file_pages", 128, 16..=65536, "4 KB pages of the shared file each compiler maps and reads");
-const DIRTY_PAGES: Count =
-    Count::new("dirty_pages", 32, 0..=65536, "pages of the file each compiler writes (at most file_pages)");
-const COMPUTE_US: Real = Real::new(
-    "compute_us",
-    50000.0,
-    0.0..=1e6,
-    "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)",
-);
+params! {
+    PARAMS;
+    JOBS: Count("jobs", 1, 1..=4096)
+        "compiler processes per CPU";
+    HEAP_PAGES: Count("heap_pages", 512, 16..=65536)
+        "4 KB anonymous heap pages each compiler writes (2 MB)";
+    FILE_PAGES: Count("file_pages", 128, 16..=65536)
+        "4 KB pages of the shared file each compiler maps and reads";
+    DIRTY_PAGES: Count("dirty_pages", 32, 0..=65536)
+        "pages of the file each compiler writes (at most file_pages)";
+    COMPUTE_US: Real("compute_us", 50000.0, 0.0..=1e6)
+        "mean microseconds each compiler computes (each one 0.5 to 1.5 times this)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "exit_teardown",
     "kernel-compile-like processes whose exit tears down large-folio heaps and dirty shared file \
      mappings: exit_group time per process (origin 004)",
-    &[JOBS.0, HEAP_PAGES.0, FILE_PAGES.0, DIRTY_PAGES.0, COMPUTE_US.0],
+    PARAMS,
     &["exit_us"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| result(main),

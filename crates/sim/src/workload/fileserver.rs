@@ -34,25 +34,30 @@
 //! `arm64-noasid` is not practical there: it broadcasts `TLBI VMALLE1IS` at every
 //! switch, and each one empties all 4096 TLBs.
 
-use super::{mark_sum, Count, Params, WorkloadDef};
+use super::{mark_sum, params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const OPS: Count = Count::new("ops", 2000, 1..=10_000_000, "requests per thread");
-const PAGES: Count =
-    Count::new("pages", 8, 1..=KMAP_SLOT_PAGES, "4 KB pages a request maps into the kernel (8: a 32 KB UFS block)");
-const USER_PAGES: Count = Count::new("user_pages", 4, 0..=4096, "4 KB pages of user buffer read per request");
-const USER_CYCLES: Count = Count::new("user_cycles", 2000, 0..=1_000_000_000, "cycles of user computation per request");
+params! {
+    PARAMS;
+    OPS: Count("ops", 2000, 1..=10_000_000)
+        "requests per thread";
+    PAGES: Count("pages", 8, 1..=KMAP_SLOT_PAGES)
+        "4 KB pages a request maps into the kernel (8: a 32 KB UFS block)";
+    USER_PAGES: Count("user_pages", 4, 0..=4096)
+        "4 KB pages of user buffer read per request";
+    USER_CYCLES: Count("user_cycles", 2000, 0..=1_000_000_000)
+        "cycles of user computation per request";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "fileserver",
     "file server: per-CPU threads mapping, copying and unmapping buffer pages in the kernel map, \
      invalidated on every CPU (origin 003)",
-    &[OPS.0, PAGES.0, USER_PAGES.0, USER_CYCLES.0],
+    PARAMS,
     &["us_per_op", "shootdown_us", "invalidating_share"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -29,22 +29,26 @@
 //!
 //! Results: `us_per_call` and `cycles_per_call`, the mean timed call.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const PAGES: Count = Count::new("pages", 1, 1..=4096, "4 KB pages each call flushes (mapped and written first)");
-const CALLS: Count = Count::new("calls", 10_000, 1..=1_000_000, "timed calls after one untimed (the module's 10,000)");
+params! {
+    PARAMS;
+    PAGES: Count("pages", 1, 1..=4096)
+        "4 KB pages each call flushes (mapped and written first)";
+    CALLS: Count("calls", 10_000, 1..=1_000_000)
+        "timed calls after one untimed (the module's 10,000)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "flush_call",
     "a kernel module's loop of direct range-flush calls (flush_tlb_range) on N mapped pages, no PTE \
      changed: the flush alone, as a test module or a tracepoint times it; microseconds per call",
-    &[PAGES.0, CALLS.0],
+    PARAMS,
     &["us_per_call", "cycles_per_call"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -61,7 +61,7 @@
 //! directions), entry to exit, in microseconds; `cycles_per_call`, the same
 //! in the machine's core cycles.
 
-use super::{Count, OpQueue, Params, WorkloadDef};
+use super::{params, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -69,24 +69,23 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const PAGES: Count = Count::new("pages", 1, 1..=512, "4 KB pages written and protected");
-const ITERS: Count =
-    Count::new("iters", 50, 1..=1_000_000, "timed iterations (two mprotect calls each), after one untimed");
-const SPINNERS: Count = Count::new(
-    "spinners",
-    0,
-    0..=4095,
-    "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other \
-          CPUs: one per other CPU)",
-);
+params! {
+    PARAMS;
+    PAGES: Count("pages", 1, 1..=512)
+        "4 KB pages written and protected";
+    ITERS: Count("iters", 50, 1..=1_000_000)
+        "timed iterations (two mprotect calls each), after one untimed";
+    SPINNERS: Count("spinners", 0, 0..=4095)
+        "threads bound one per CPU from CPU 1, keeping the address space live (0, or more than the other CPUs: one per \
+         other CPU)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "flush_range",
     "mprotect read-only and back of N written pages while bound threads keep the address space live on \
      every CPU; microseconds per flushing call",
-    &[PAGES.0, ITERS.0, SPINNERS.0],
+    PARAMS,
     &["us_per_call", "cycles_per_call"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

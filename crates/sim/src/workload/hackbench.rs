@@ -29,29 +29,30 @@
 //!
 //! Result: `time_s`, seconds from the start signal until the last child is done.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const GROUPS: Count = Count::new("groups", 10, 1..=100, "groups of senders and receivers (-g)");
-const FDS: Count = Count::new("fds", 20, 1..=100, "senders and receivers per group (-f)");
-const LOOPS: Count = Count::new("loops", 100, 1..=100_000, "messages from each sender to each receiver (-l)");
-const PIPE_MSGS: Count = Count::new(
-    "pipe_msgs",
-    655,
-    1..=1_000_000,
-    "messages a pipe holds before a writer blocks (64 KiB of 100-byte messages)",
-);
+params! {
+    PARAMS;
+    GROUPS: Count("groups", 10, 1..=100)
+        "groups of senders and receivers (-g)";
+    FDS: Count("fds", 20, 1..=100)
+        "senders and receivers per group (-f)";
+    LOOPS: Count("loops", 100, 1..=100_000)
+        "messages from each sender to each receiver (-l)";
+    PIPE_MSGS: Count("pipe_msgs", 655, 1..=1_000_000)
+        "messages a pipe holds before a writer blocks (64 KiB of 100-byte messages)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "hackbench",
     "hackbench -p (processes, pipes): groups of 20 senders writing 100-byte messages to 20 receivers \
      each, 400 processes by default",
-    &[GROUPS.0, FDS.0, LOOPS.0, PIPE_MSGS.0],
+    PARAMS,
     &["time_s"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| result(main),

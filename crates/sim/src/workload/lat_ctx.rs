@@ -16,22 +16,27 @@
 //! and the thread structures. So a TLB flush on the switch costs what it costs
 //! on the real machine: refills of user *and* kernel entries.
 
-use super::{Count, OpQueue, Params, Phase, WorkloadDef};
+use super::{params, OpQueue, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const PROCS: Count = Count::new("procs", 20, 2..=4096, "processes in the ring");
-const SIZE_KB: Count = Count::new("size_kb", 0, 0..=65536, "KB each process sums per hop");
-const ROUNDS: Count = Count::new("rounds", 50, 3..=100000, "times the token goes round the ring");
+params! {
+    PARAMS;
+    PROCS: Count("procs", 20, 2..=4096)
+        "processes in the ring";
+    SIZE_KB: Count("size_kb", 0, 0..=65536)
+        "KB each process sums per hop";
+    ROUNDS: Count("rounds", 50, 3..=100000)
+        "times the token goes round the ring";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "lat_ctx",
     "lmbench lat_ctx: a ring of processes passing a token through pipes (origin 000)",
-    &[PROCS.0, SIZE_KB.0, ROUNDS.0],
+    PARAMS,
     &["us_per_switch", "ring_us_per_hop", "overhead_us"],
     |p, _, sim, phase| setup(p, sim, phase),
     result,

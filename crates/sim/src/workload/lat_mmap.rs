@@ -40,7 +40,7 @@
 //! Result: `us_per_mapping`, microseconds per iteration (`mmap`, touches and
 //! `munmap`), averaged over the processes: lmbench's figure.
 
-use super::{Count, Flag, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -57,25 +57,24 @@ const FILE: u32 = 0;
 /// Cycles of one poll of the start flag by a waiting process (untimed).
 const POLL: u64 = 1000;
 
-// Its parameters, in the order its entry lists them.
-const SIZE_KB: Count = Count::new(
-    "size_kb",
-    1024,
-    320..=1_048_576,
-    "KB mapped each iteration (lat_mmap's size; at least its MINSIZE, 320 KB)",
-);
-const PROCS: Count =
-    Count::new("procs", 1, 0..=4096, "processes mapping at once, each its own address space (-P; 0: one per CPU)");
-const RANDOM: Flag =
-    Flag::new("random", "1: a byte every 160 KB of the whole mapping (-r), 0: every 16 KB of its first tenth");
-const ITERS: Count = Count::new("iters", 20, 1..=1_000_000, "timed iterations per process, after one untimed");
+params! {
+    PARAMS;
+    SIZE_KB: Count("size_kb", 1024, 320..=1_048_576)
+        "KB mapped each iteration (lat_mmap's size; at least its MINSIZE, 320 KB)";
+    PROCS: Count("procs", 1, 0..=4096)
+        "processes mapping at once, each its own address space (-P; 0: one per CPU)";
+    RANDOM: Flag("random")
+        "1: a byte every 160 KB of the whole mapping (-r), 0: every 16 KB of its first tenth";
+    ITERS: Count("iters", 20, 1..=1_000_000)
+        "timed iterations per process, after one untimed";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "lat_mmap",
     "lmbench lat_mmap: each process maps a shared file, writes a byte every 16 KB of its first tenth \
      (-r: every 160 KB of all of it) and unmaps it; microseconds per mapping",
-    &[SIZE_KB.0, PROCS.0, RANDOM.0, ITERS.0],
+    PARAMS,
     &["us_per_mapping"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -49,27 +49,26 @@
 //! timed loop's span over its iterations, where lmbench takes the median of
 //! its repetitions.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const ITERS: Count = Count::new("iters", 100, 1..=1_000_000, "timed forks, after one untimed");
-const EXTRA_KB: Count = Count::new(
-    "extra_kb",
-    0,
-    0..=4_194_304,
-    "KB of anonymous memory the parent maps and writes beyond its image before timing (lmbench: 0)",
-);
+params! {
+    PARAMS;
+    ITERS: Count("iters", 100, 1..=1_000_000)
+        "timed forks, after one untimed";
+    EXTRA_KB: Count("extra_kb", 0, 0..=4_194_304)
+        "KB of anonymous memory the parent maps and writes beyond its image before timing (lmbench: 0)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "lat_proc",
     "lmbench lat_proc fork: fork a child that exits at once and wait for it; microseconds per \
      fork+exit+wait",
-    &[ITERS.0, EXTRA_KB.0],
+    PARAMS,
     &["us_per_fork"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -68,29 +68,22 @@
 //! `usemem` processes.
 
 use super::usemem::{timing, Mapping, Task, Unit};
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::Op;
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const NR_TASK: Count =
-    Count::new("nr_task", 0, 0..=4096, "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)");
-const MEM_MB: Count = Count::new(
-    "mem_mb",
-    64,
-    1..=65_536,
-    "memory the page cache may use, MB (the machine's memory, split among the nodes of the run's CPUs; scaled \
-     down)",
-);
-const FILE_MB: Count = Count::new(
-    "file_mb",
-    640,
-    1..=1_048_576,
-    "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's \
-          mem*10)",
-);
+params! {
+    PARAMS;
+    NR_TASK: Count("nr_task", 0, 0..=4096)
+        "processes, each with its own file (0: one per CPU, as 0-day's nr_task=100%)";
+    MEM_MB: Count("mem_mb", 64, 1..=65_536)
+        "memory the page cache may use, MB (the machine's memory, split among the nodes of the run's CPUs; scaled \
+         down)";
+    FILE_MB: Count("file_mb", 640, 1..=1_048_576)
+        "MB of the files together (ROTATE_BYTES; default ten times mem_mb's default, the run script's mem*10)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
@@ -98,7 +91,7 @@ pub const DEF: WorkloadDef = WorkloadDef::new(
     "vm-scalability case-lru-file-mmap-read: nr_task processes each map a file of their own and read \
      it once, the files 10 times memory; read faults reclaim mapped page cache (rmap unmap, batched \
      flush)",
-    &[NR_TASK.0, MEM_MB.0, FILE_MB.0],
+    PARAMS,
     &[
         "throughput",
         "elapsed_s",

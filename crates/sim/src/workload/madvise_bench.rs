@@ -45,38 +45,32 @@
 //! of one call in microseconds (with `chunk_kb` 0, `ms_per_call` in
 //! microseconds).
 
-use super::{Count, Flag, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const SIZE_MB: Count = Count::new("size_mb", 256, 1..=4096, "MB mapped, written and advised");
-const ITERS: Count = Count::new("iters", 1, 1..=10_000, "repetitions (madvise calls timed)");
-const ADVICE: Count = Count::new(
-    "advice",
-    0,
-    0..=2,
-    "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)",
-);
-const BATCH: Flag = Flag::new(
-    "batch",
-    "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)",
-);
-const CHUNK_KB: Count = Count::new(
-    "chunk_kb",
-    0,
-    0..=4_194_304,
-    "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call",
-);
+params! {
+    PARAMS;
+    SIZE_MB: Count("size_mb", 256, 1..=4096)
+        "MB mapped, written and advised";
+    ITERS: Count("iters", 1, 1..=10_000)
+        "repetitions (madvise calls timed)";
+    ADVICE: Count("advice", 0, 0..=2)
+        "0: MADV_PAGEOUT; 1: MADV_DONTNEED; 2: munmap (the mapping is gone after the calls)";
+    BATCH: Flag("batch")
+        "MADV_PAGEOUT of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)";
+    CHUNK_KB: Count("chunk_kb", 0, 0..=4_194_304)
+        "KB per call, the range advised (or unmapped) in calls of this size in turn; 0: one call";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "madvise_bench",
     "Barry Song's benchmark from Dev Jain's cover letters: mmap and memset anonymous memory, time one \
      madvise(MADV_PAGEOUT) (or MADV_DONTNEED, or munmap) of all of it (or of it in chunks), munmap",
-    &[SIZE_MB.0, ITERS.0, ADVICE.0, BATCH.0, CHUNK_KB.0],
+    PARAMS,
     &["ms_per_call", "us_per_call"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

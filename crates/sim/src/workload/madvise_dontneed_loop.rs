@@ -36,22 +36,26 @@
 //! VMAs; a real `malloc`'d page may share a VMA (and its lock) with the
 //! others'.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const THREADS: Count = Count::new("threads", 0, 0..=4096, "threads of the one process (0: one per CPU)");
-const ITERS: Count = Count::new("iters", 200, 1..=1_000_000, "iterations of each thread");
+params! {
+    PARAMS;
+    THREADS: Count("threads", 0, 0..=4096)
+        "threads of the one process (0: one per CPU)";
+    ITERS: Count("iters", 200, 1..=1_000_000)
+        "iterations of each thread";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "madvise_dontneed_loop",
     "threads of one process each loop: madvise(MADV_DONTNEED) one page of their own (a flush of every \
      CPU running the mm), then write it (a fault); time per iteration",
-    &[THREADS.0, ITERS.0],
+    PARAMS,
     &["iter_ns", "iter_cycles"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

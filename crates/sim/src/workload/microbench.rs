@@ -31,7 +31,7 @@
 //!   reading a page while the first, on CPU 0, changes the page to read-only
 //!   and back; per pair of calls. Run it with `--cpus 2` or more.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -44,21 +44,20 @@ use std::rc::Rc;
 pub const BENCHES: &[&str] =
     &["null_syscall", "page_fault", "mmap", "munmap", "madvise", "mprotect", "pipe_rw", "pipe_switch", "shootdown"];
 
-// Its parameters, in the order its entry lists them.
-const BENCH: Count = Count::new(
-    "bench",
-    0,
-    0..=8,
-    "0 null_syscall, 1 page_fault, 2 mmap, 3 munmap, 4 madvise, 5 mprotect, 6 pipe_rw, \
-          7 pipe_switch (--cpus 1), 8 shootdown (--cpus 2)",
-);
-const OPS: Count = Count::new("ops", 200, 1..=1_000_000, "timed operations");
+params! {
+    PARAMS;
+    BENCH: Count("bench", 0, 0..=8)
+        "0 null_syscall, 1 page_fault, 2 mmap, 3 munmap, 4 madvise, 5 mprotect, 6 pipe_rw, 7 pipe_switch (--cpus 1), 8 \
+         shootdown (--cpus 2)";
+    OPS: Count("ops", 200, 1..=1_000_000)
+        "timed operations";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "microbench",
     "tlbkit calibrate's host microbenchmarks in the model (--set bench=0..8)",
-    &[BENCH.0, OPS.0],
+    PARAMS,
     &["ns_per_op"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

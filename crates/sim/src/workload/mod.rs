@@ -82,6 +82,7 @@ pub mod will_it_scale_tlb_flush3;
 mod param;
 mod queue;
 mod usemem;
+pub(crate) use param::params;
 pub use param::{Count, Flag, Real};
 pub(crate) use queue::OpQueue;
 

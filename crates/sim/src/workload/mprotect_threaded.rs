@@ -31,22 +31,25 @@
 //! returned flushes. The guide's "Simulator speed at scale" gives the time of
 //! the origin's `iters=10000` at `--cpus 4096` on `altra`.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 
-// Its parameters, in the order its entry lists them.
-const ITERS: Count =
-    Count::new("iters", 10000, 1..=10_000_000, "loops of each copy, two mprotects each (the origin's argument: 10000)");
-const PAGES: Count = Count::new("pages", 1024, 1..=262_144, "4 KB pages of the buffer (the program's 4 MiB: 1024)");
+params! {
+    PARAMS;
+    ITERS: Count("iters", 10000, 1..=10_000_000)
+        "loops of each copy, two mprotects each (the origin's argument: 10000)";
+    PAGES: Count("pages", 1024, 1..=262_144)
+        "4 KB pages of the buffer (the program's 4 MiB: 1024)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "mprotect_threaded",
     "mprotect-threaded, one copy per CPU: mprotect(READ)/mprotect(WRITE) of a written 4 MiB buffer, a \
      second thread asleep (origin 001)",
-    &[ITERS.0, PAGES.0],
+    PARAMS,
     &["elapsed_s"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| super::elapsed("mprotect_threaded", main),

@@ -20,7 +20,7 @@
 //!
 //! Results: `munmap_us`, the mean over iterations, and `munmap_min_us`.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -28,18 +28,22 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const CORES: Count =
-    Count::new("cores", 0, 0..=4096, "reference threads, one per core from core 0 on (0: one per CPU)");
-const PAGES: Count = Count::new("pages", 1, 1..=4096, "4 KB pages mapped and unmapped each iteration");
-const ITERS: Count = Count::new("iters", 100, 1..=1_000_000, "iterations (munmaps timed)");
+params! {
+    PARAMS;
+    CORES: Count("cores", 0, 0..=4096)
+        "reference threads, one per core from core 0 on (0: one per CPU)";
+    PAGES: Count("pages", 1, 1..=4096)
+        "4 KB pages mapped and unmapped each iteration";
+    ITERS: Count("iters", 100, 1..=1_000_000)
+        "iterations (munmaps timed)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "munmap_latency",
     "LATR's munmap microbenchmark: threads on N cores write a mapping's pages, one thread times its \
      munmap",
-    &[CORES.0, PAGES.0, ITERS.0],
+    PARAMS,
     &["munmap_us", "munmap_min_us"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| result(main),

@@ -12,8 +12,36 @@
 //! definition, as the command line, sweeps and Python fill it, holds every
 //! parameter, so the fallback only spares a hand-built map (a test's) from
 //! naming every key.
+//!
+//! A workload declares its handles with [`params!`], which also makes the
+//! list its entry gives, so each parameter is named once.
 
 use super::{ParamDef, Params};
+
+/// Declares a workload's parameters: a handle for each, then the list of
+/// them in the same order under the name given first (the `params` of its
+/// entry). An entry is `NAME: Kind(key, default, limits)` with its meaning on
+/// the next line (`Flag(key)` takes no default or limits), `pub(crate)` before
+/// the name where another workload reads it:
+///
+/// ```ignore
+/// params! {
+///     PARAMS;
+///     ITERS: Count("iters", 100, 1..=10_000)
+///         "iterations of each task";
+/// }
+/// ```
+macro_rules! params {
+    ($list:ident; $($vis:vis $name:ident: $kind:ident($($arg:expr),*) $doc:literal;)*) => {
+        $(
+            #[doc = $doc]
+            $vis const $name: $crate::workload::$kind = $crate::workload::$kind::new($($arg,)* $doc);
+        )*
+        /// Its parameters, in their order above.
+        const $list: &[$crate::workload::ParamDef] = &[$($name.0),*];
+    };
+}
+pub(crate) use params;
 use std::ops::RangeInclusive;
 
 /// Returns the value of `def` in `p`: the entry for its key, or its default

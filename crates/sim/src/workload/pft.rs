@@ -69,38 +69,32 @@
 //! what `find_vma` does (the preset's `fault_path`).
 
 use super::will_it_scale::Binding;
-use super::{Count, Flag, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const TASKS: Count = Count::new(
-    "tasks",
-    0,
-    0..=128,
-    "tests (pft -t or -n; 0: one per CPU, mmtests' largest client count; pft's MAX_TESTS is 128)",
-);
-const PROCS: Flag = Flag::new(
-    "procs",
-    "0: threads of one process faulting on one VMA (pft -t, config-workload-pft-threads); \
-          1: processes, each its own address space (pft -n)",
-);
-const VMAS: Flag = Flag::new(
-    "vmas",
-    "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps \
-          its own part before the start, as pft's compiled-out -M did)",
-);
-const MEM_MB: Count =
-    Count::new("mem_mb", 256, 1..=65_536, "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)");
+params! {
+    PARAMS;
+    TASKS: Count("tasks", 0, 0..=128)
+        "tests (pft -t or -n; 0: one per CPU, mmtests' largest client count; pft's MAX_TESTS is 128)";
+    PROCS: Flag("procs")
+        "0: threads of one process faulting on one VMA (pft -t, config-workload-pft-threads); 1: processes, each its \
+         own address space (pft -n)";
+    VMAS: Flag("vmas")
+        "threads mode: 0 one VMA for all threads (pft's single test area); 1 one VMA per thread (each maps its own \
+         part before the start, as pft's compiled-out -M did)";
+    MEM_MB: Count("mem_mb", 256, 1..=65_536)
+        "MB mapped and written in all (pft -m; mmtests: MemTotal / 5; scaled down)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "pft",
     "mmtests pft: threads (or processes) each write one byte to every page of their share of one \
      anonymous mapping (a write fault a page); faults per second",
-    &[TASKS.0, PROCS.0, VMAS.0, MEM_MB.0],
+    PARAMS,
     &["faults_per_s", "faults_per_cpu_s"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -26,21 +26,25 @@
 //! missed every TLB level and walked: the origin's `dtlb_load_misses.miss_causes_a_walk`)
 //! and `l1_tlb_misses_per_round`.
 
-use super::{Count, OpQueue, Params, Phase, WorkloadDef};
+use super::{params, OpQueue, Params, Phase, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, LIBC_TEXT_PAGE, STACK_VA, TEXT_VA};
 use crate::sim::Sim;
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const PAGES: Count = Count::new("pages", 0, 0..=65536, "4 KB pages a process touches per turn");
-const ROUNDS: Count = Count::new("rounds", 1000, 2..=10_000_000, "timed turns");
+params! {
+    PARAMS;
+    PAGES: Count("pages", 0, 0..=65536)
+        "4 KB pages a process touches per turn";
+    ROUNDS: Count("rounds", 1000, 2..=10_000_000)
+        "timed turns";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "pingpong",
     "two address spaces on one CPU waking each other through eventfds (origin 002)",
-    &[PAGES.0, ROUNDS.0],
+    PARAMS,
     &["us_per_round", "tlb_misses_per_round", "l1_tlb_misses_per_round"],
     |p, _, sim, phase| setup(p, sim, phase),
     |p, main, _| result(p, main),

@@ -58,7 +58,7 @@
 //! (the whole run's: once warm, pmbench sends none of its own);
 //! `migration_waits`, the accesses that waited for a page under migration.
 
-use super::{Count, Flag, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -66,26 +66,29 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const MAPSIZE_MB: Count = Count::new("mapsize_mb", 256, 1..=4096, "MB mapped (pmbench -m)");
-const SETSIZE_MB: Count =
-    Count::new("setsize_mb", 128, 1..=4096, "MB of the working set accessed (pmbench -s; at most mapsize_mb)");
-const JOBS: Count = Count::new("jobs", 1, 1..=64, "worker threads (pmbench -j)");
-const RATIO: Count =
-    Count::new("ratio", 50, 0..=100, "percentage of accesses that are reads (pmbench -r; 0 write only, 100 read only)");
-const CPULESS_NODE: Flag = Flag::new(
-    "cpuless_node",
-    "1: add a node with memory and no CPUs (CXL-like) as the last node, so that a one-node machine \
-          can run it; 0: none",
-);
-const PASSES: Count = Count::new("passes", 4, 1..=1000, "migrate_pages calls, alternately node 0 to 1 and 1 to 0");
+params! {
+    PARAMS;
+    MAPSIZE_MB: Count("mapsize_mb", 256, 1..=4096)
+        "MB mapped (pmbench -m)";
+    SETSIZE_MB: Count("setsize_mb", 128, 1..=4096)
+        "MB of the working set accessed (pmbench -s; at most mapsize_mb)";
+    JOBS: Count("jobs", 1, 1..=64)
+        "worker threads (pmbench -j)";
+    RATIO: Count("ratio", 50, 0..=100)
+        "percentage of accesses that are reads (pmbench -r; 0 write only, 100 read only)";
+    CPULESS_NODE: Flag("cpuless_node")
+        "1: add a node with memory and no CPUs (CXL-like) as the last node, so that a one-node machine can run it; 0: \
+         none";
+    PASSES: Count("passes", 4, 1..=1000)
+        "migrate_pages calls, alternately node 0 to 1 and 1 to 0";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "pmbench_migrate",
     "pmbench (uniform random 4 KB accesses, 50% reads, over a 128 MB working set) while another \
      process moves its pages between NUMA nodes 0 and 1 with migrate_pages(2), back and forth",
-    &[MAPSIZE_MB.0, SETSIZE_MB.0, JOBS.0, RATIO.0, CPULESS_NODE.0, PASSES.0],
+    PARAMS,
     &["access_ns", "accesses_per_s", "migrate_pages_per_s", "flushes_per_page", "ipis_per_page", "migration_waits"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -142,7 +142,7 @@
 //! last: redis-benchmark's figure), `fork_us` (the parent's `fork()` call,
 //! averaged over the saves: `latest_fork_usec`) and `saves` (the forks).
 
-use super::{Count, OpQueue, Params, Real, WorkloadDef};
+use super::{params, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_PAGES, STACK_VA};
 use crate::sim::Sim;
@@ -153,67 +153,40 @@ use std::rc::Rc;
 mod jemalloc;
 use jemalloc::Jemalloc;
 
-// Its parameters, in the order its entry lists them.
-const KEYS: Count = Count::new("keys", 2000, 1..=1_000_000, "keys, all loaded at boot (redis-benchmark -r)");
-const VALUE_PAGES: Count =
-    Count::new("value_pages", 4, 1..=7, "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)");
-const CLIENTS: Count = Count::new("clients", 50, 1..=10_000, "connections (redis-benchmark -c)");
-const REQUESTS: Count = Count::new(
-    "requests",
-    200_000,
-    1..=100_000_000,
-    "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)",
-);
-const WRITE_PCT: Count =
-    Count::new("write_pct", 50, 0..=100, "percent of requests that are writes (SET or DEL), the rest GETs");
-const DEL_PCT: Count = Count::new("del_pct", 0, 0..=100, "percent of writes that are DELs");
-const REQUEST_US: Real = Real::new(
-    "request_us",
-    8.0,
-    0.0..=100_000.0,
-    "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us",
-);
-const RDB_US_PER_PAGE: Real = Real::new(
-    "rdb_us_per_page",
-    16.0,
-    0.0..=100_000.0,
-    "the child's LZF compression and write() of a 4 KB page of a value, us",
-);
-const HZ: Real = Real::new("hz", 10.0, 1.0..=500.0, "serverCron runs a second (redis hz)");
-const SAVE_MS: Real = Real::new(
-    "save_ms",
-    250.0,
-    0.0..=3_600_000.0,
-    "save point: fork a save when more than this many ms passed since the last (0: never)",
-);
-const SAVE_CHANGES: Count =
-    Count::new("save_changes", 42, 0..=1_000_000_000_000, "save point: and at least this many writes were made since");
-const DECAY_MS: Real = Real::new(
-    "decay_ms",
-    10_000.0,
-    1.0..=3_600_000.0,
-    "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged",
-);
+params! {
+    PARAMS;
+    KEYS: Count("keys", 2000, 1..=1_000_000)
+        "keys, all loaded at boot (redis-benchmark -r)";
+    VALUE_PAGES: Count("value_pages", 4, 1..=7)
+        "4 KB pages of each value's allocation (4: -d 16000, jemalloc's 16 KiB class)";
+    CLIENTS: Count("clients", 50, 1..=10_000)
+        "connections (redis-benchmark -c)";
+    REQUESTS: Count("requests", 200_000, 1..=100_000_000)
+        "requests in all (redis-benchmark -t set,get -n 100000: as many SETs as GETs)";
+    WRITE_PCT: Count("write_pct", 50, 0..=100)
+        "percent of requests that are writes (SET or DEL), the rest GETs";
+    DEL_PCT: Count("del_pct", 0, 0..=100)
+        "percent of writes that are DELs";
+    REQUEST_US: Real("request_us", 8.0, 0.0..=100_000.0)
+        "a request's work besides its memory and the value's copies (event loop, syscalls, parsing), us";
+    RDB_US_PER_PAGE: Real("rdb_us_per_page", 16.0, 0.0..=100_000.0)
+        "the child's LZF compression and write() of a 4 KB page of a value, us";
+    HZ: Real("hz", 10.0, 1.0..=500.0)
+        "serverCron runs a second (redis hz)";
+    SAVE_MS: Real("save_ms", 250.0, 0.0..=3_600_000.0)
+        "save point: fork a save when more than this many ms passed since the last (0: never)";
+    SAVE_CHANGES: Count("save_changes", 42, 0..=1_000_000_000_000)
+        "save point: and at least this many writes were made since";
+    DECAY_MS: Real("decay_ms", 10_000.0, 1.0..=3_600_000.0)
+        "jemalloc dirty_decay_ms: how long freed, dirty pages take to be purged";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "redis_like",
     "a redis-like store: one thread serves GETs and SETs from 50 clients, serverCron forks a child \
      that saves every key and madvises each away, jemalloc reuses and purges freed values",
-    &[
-        KEYS.0,
-        VALUE_PAGES.0,
-        CLIENTS.0,
-        REQUESTS.0,
-        WRITE_PCT.0,
-        DEL_PCT.0,
-        REQUEST_US.0,
-        RDB_US_PER_PAGE.0,
-        HZ.0,
-        SAVE_MS.0,
-        SAVE_CHANGES.0,
-        DECAY_MS.0,
-    ],
+    PARAMS,
     &["requests_per_s", "fork_us", "saves"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -40,24 +40,28 @@
 //! the defaults (8192 processes) a run on 32 CPUs takes about a second of host
 //! time in release mode.
 
-use super::{Count, ForkAll, OpQueue, Params, Real, WorkloadDef};
+use super::{params, ForkAll, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, DATA_VA, STACK_VA, TEXT_PAGES, TEXT_VA};
 use crate::sim::Sim;
 
-// Its parameters, in the order its entry lists them.
-const LOOPS: Count = Count::new("loops", 256, 1..=65536, "background shells (the script's 256)");
-const RUNS: Count = Count::new("runs", 32, 1..=65536, "sorts each shell runs in turn (32)");
-const HEAP_PAGES: Count =
-    Count::new("heap_pages", 32, 1..=65536, "4 KB heap pages each sort fills (its ~100 KB input)");
-const COMPUTE_US: Real =
-    Real::new("compute_us", 6250.0, 0.0..=1e6, "microseconds each sort computes after reading its input");
+params! {
+    PARAMS;
+    LOOPS: Count("loops", 256, 1..=65536)
+        "background shells (the script's 256)";
+    RUNS: Count("runs", 32, 1..=65536)
+        "sorts each shell runs in turn (32)";
+    HEAP_PAGES: Count("heap_pages", 32, 1..=65536)
+        "4 KB heap pages each sort fills (its ~100 KB input)";
+    COMPUTE_US: Real("compute_us", 6250.0, 0.0..=1e6)
+        "microseconds each sort computes after reading its input";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "sort_compute",
     "sort-compute: 256 background shells each running 32 short sort processes in turn (origin 001)",
-    &[LOOPS.0, RUNS.0, HEAP_PAGES.0, COMPUTE_US.0],
+    PARAMS,
     &["elapsed_s"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| super::elapsed("sort_compute", main),

@@ -73,27 +73,33 @@
 //! simulated time until the last thread finished. Host time grows with
 //! `procs * threads * iters`; the defaults run in a fraction of a second.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys, KMAP_SLOT_PAGES};
 use crate::sim::Sim;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const PROCS: Count = Count::new("procs", 2, 1..=64, "processes");
-const THREADS: Count =
-    Count::new("threads", 4, 1..=256, "threads per process (the first maps the region and clones the others)");
-const ITERS: Count = Count::new("iters", 60, 1..=1_000_000, "operations of each thread");
-const PAGES: Count = Count::new("pages", 64, 1..=65536, "4 KB pages of each process's shared region (chunks of 16)");
-const FORKS: Count = Count::new("forks", 2, 0..=64, "forks each thread may make at most");
+params! {
+    PARAMS;
+    PROCS: Count("procs", 2, 1..=64)
+        "processes";
+    THREADS: Count("threads", 4, 1..=256)
+        "threads per process (the first maps the region and clones the others)";
+    ITERS: Count("iters", 60, 1..=1_000_000)
+        "operations of each thread";
+    PAGES: Count("pages", 64, 1..=65536)
+        "4 KB pages of each process's shared region (chunks of 16)";
+    FORKS: Count("forks", 2, 0..=64)
+        "forks each thread may make at most";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "stress",
     "threads of one mm on many CPUs racing munmap, mmap(MAP_FIXED), mprotect, madvise(DONTNEED), \
      fork and exit over shared pages: cross-CPU flushes for --strict (use with --set migration=on)",
-    &[PROCS.0, THREADS.0, ITERS.0, PAGES.0, FORKS.0],
+    PARAMS,
     &["elapsed_s"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| super::elapsed("stress", main),

@@ -80,7 +80,7 @@
 //! of one child iteration, the part with the 512-page `mprotect`s) and
 //! `tlb_share` (the share of all CPUs' time spent invalidating TLBs).
 
-use super::{Count, OpQueue, Params, WorkloadDef};
+use super::{params, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -101,28 +101,22 @@ const STATS_FILE: u32 = 0;
 /// Cycles of one poll of the start flag by a waiting child (untimed).
 const POLL: u64 = 1000;
 
-// Its parameters, in the order its entry lists them.
-const WORKERS: Count =
-    Count::new("workers", 1, 0..=4096, "stressor instances (--tlb-shootdown N; 0: one per CPU, as stress-ng's 0)");
-const OPS: Count = Count::new(
-    "ops",
-    1000,
-    1..=100_000_000,
-    "bogo ops of each instance, its own and its children's together (--tlb-shootdown-ops)",
-);
-const PAGES: Count = Count::new(
-    "pages",
-    512,
-    1..=65536,
-    "4 KB pages of the shared memory the children mprotect (MMAP_PAGES, 512; a power of two)",
-);
+params! {
+    PARAMS;
+    WORKERS: Count("workers", 1, 0..=4096)
+        "stressor instances (--tlb-shootdown N; 0: one per CPU, as stress-ng's 0)";
+    OPS: Count("ops", 1000, 1..=100_000_000)
+        "bogo ops of each instance, its own and its children's together (--tlb-shootdown-ops)";
+    PAGES: Count("pages", 512, 1..=65536)
+        "4 KB pages of the shared memory the children mprotect (MMAP_PAGES, 512; a power of two)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "stress_ng_tlb_shootdown",
     "stress-ng --tlb-shootdown: per instance, 2 to 8 forked children mprotect shared memory (one page, \
      then all 512) and touch it, while the instance madvise(DONTNEED)s and refaults its pages",
-    &[WORKERS.0, OPS.0, PAGES.0],
+    PARAMS,
     &["bogo_ops_per_s", "child_iter_us", "tlb_share"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

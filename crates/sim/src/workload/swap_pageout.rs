@@ -43,7 +43,7 @@
 //! exit (µs); `pageout_ns_per_byte`, that time per byte the calls paged out (ns);
 //! `flushes_per_call`, the unmap flushes and batch flushes one call made.
 
-use super::{Count, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
@@ -51,18 +51,22 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-// Its parameters, in the order its entry lists them.
-const SIZE_KB: Count = Count::new("size_kb", 1024, 4..=1_048_576, "KB mapped and paged out");
-const READERS: Count =
-    Count::new("readers", 3, 0..=4095, "threads that read the memory from other CPUs (CPUs 1, 2, ...)");
-const ITERS: Count = Count::new("iters", 20, 1..=100_000, "MADV_PAGEOUT calls timed");
+params! {
+    PARAMS;
+    SIZE_KB: Count("size_kb", 1024, 4..=1_048_576)
+        "KB mapped and paged out";
+    READERS: Count("readers", 3, 0..=4095)
+        "threads that read the memory from other CPUs (CPUs 1, 2, ...)";
+    ITERS: Count("iters", 20, 1..=100_000)
+        "MADV_PAGEOUT calls timed";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "swap_pageout",
     "1 MiB of anonymous memory memset once, then read by the leader and by several threads on \
      other CPUs and madvise(MADV_PAGEOUT) to zram, over and over; the time of each MADV_PAGEOUT",
-    &[SIZE_KB.0, READERS.0, ITERS.0],
+    PARAMS,
     &["pageout_us", "pageout_ns_per_byte", "flushes_per_call"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

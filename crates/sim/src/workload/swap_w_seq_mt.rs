@@ -55,31 +55,30 @@
 //! so a page written once goes to swap at its second look).
 
 use super::usemem::{timing, Mapping, Task, Unit};
-use super::{Count, Flag, Params, WorkloadDef};
+use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::{Sim, SWAP_CLUSTER_MAX};
 use std::collections::BTreeMap;
 
-// Its parameters, in the order its entry lists them.
-const NR_TASK: Count =
-    Count::new("nr_task", 0, 0..=4096, "threads (usemem -t; 0: one per CPU, as 0-day's nr_task=100%)");
-const MEM_MB: Count = Count::new(
-    "mem_mb",
-    64,
-    1..=65_536,
-    "memory the process may use, MB (MemAvailable; a cgroup limit here; scaled down)",
-);
-const SWAP_MB: Count = Count::new("swap_mb", 64, 1..=65_536, "swap, MB (SwapTotal; scaled down)");
-const BATCH: Flag =
-    Flag::new("batch", "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)");
+params! {
+    PARAMS;
+    NR_TASK: Count("nr_task", 0, 0..=4096)
+        "threads (usemem -t; 0: one per CPU, as 0-day's nr_task=100%)";
+    MEM_MB: Count("mem_mb", 64, 1..=65_536)
+        "memory the process may use, MB (MemAvailable; a cgroup limit here; scaled down)";
+    SWAP_MB: Count("swap_mb", 64, 1..=65_536)
+        "swap, MB (SwapTotal; scaled down)";
+    BATCH: Flag("batch")
+        "reclaim of a large folio: 0 one PTE at a time (Linux v7.0), 1 batched (Dev Jain's series)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "swap_w_seq_mt",
     "vm-scalability case-swap-w-seq-mt: nr_task threads of one process each write their share of \
      3/4 of memory + swap once, sequentially; faults past the memory limit reclaim to swap",
-    &[NR_TASK.0, MEM_MB.0, SWAP_MB.0, BATCH.0],
+    PARAMS,
     &["throughput", "elapsed_s", "swapout_pages"],
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),

@@ -37,32 +37,27 @@
 //! (about ten times longer). Host time grows with `cpus * cpus * allocs *
 //! touch_pages` under broadcast policies.
 
-use super::{Count, OpQueue, Params, Real, WorkloadDef};
+use super::{params, OpQueue, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
 
-// Its parameters, in the order its entry lists them.
-const ALLOCS: Count = Count::new(
-    "allocs",
-    6000,
-    1..=10_000_000,
-    "allocations (each freed at once) per copy; the unittest makes 3 x 20972",
-);
-const TOUCH_PAGES: Count = Count::new("touch_pages", 4, 1..=512, "4 KB pages written at the start of each block");
-const USER_US: Real = Real::new(
-    "user_us",
-    11.0,
-    0.0..=1_000_000.0,
-    "CPU time per allocation outside the modelled kernel calls and touches (tcmalloc's page heap)",
-);
+params! {
+    PARAMS;
+    ALLOCS: Count("allocs", 6000, 1..=10_000_000)
+        "allocations (each freed at once) per copy; the unittest makes 3 x 20972";
+    TOUCH_PAGES: Count("touch_pages", 4, 1..=512)
+        "4 KB pages written at the start of each block";
+    USER_US: Real("user_us", 11.0, 0.0..=1_000_000.0)
+        "CPU time per allocation outside the modelled kernel calls and touches (tcmalloc's page heap)";
+}
 
 /// The workload's registration.
 pub const DEF: WorkloadDef = WorkloadDef::new(
     "tcmalloc_frag",
     "tcmalloc large-heap fragmentation unittest, one copy per CPU: mmap growth, madvise(DONTNEED) \
      release (origin 001)",
-    &[ALLOCS.0, TOUCH_PAGES.0, USER_US.0],
+    PARAMS,
     &["elapsed_s"],
     |p, _, sim, _| setup(p, sim),
     |_, main, _| super::elapsed("tcmalloc_frag", main),
