@@ -6,6 +6,8 @@
 //! The other processes are this test binary again, running
 //! [`child_builds`] with `TLBKIT_TEST_BUILD_CHILD` set.
 
+mod common;
+
 use std::process::Command;
 use std::sync::Arc;
 use tlbkit_c::build::{Lib, Options};
@@ -34,8 +36,7 @@ fn child_builds() {
 
 #[test]
 fn one_file_built_by_many_threads_and_processes_at_once_from_an_empty_cache() {
-    if !tlbkit_c::build::have_compiler() {
-        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
+    if !common::have_cc() {
         return;
     }
     let cache =

@@ -10,6 +10,8 @@
 //!
 //! Needs a C compiler; without one it says so and checks nothing.
 
+mod common;
+
 use tlbkit_c::{CPolicy, Lib, Options, Sources};
 use tlbkit_policy::asid::LinuxArm64;
 use tlbkit_policy::testhw::Rec;
@@ -48,8 +50,7 @@ fn run<P: Policy>(p: &P, rust: bool) -> Vec<Vec<String>> {
 
 #[test]
 fn the_compiled_file_makes_the_calls_the_rust_port_makes() {
-    if !tlbkit_c::build::have_compiler() {
-        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
+    if !common::have_cc() {
         return;
     }
     let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/../../third_party/linux/v6.12/arch/arm64/mm/context.c");

@@ -19,6 +19,8 @@
 //!
 //! Needs a C compiler; without one it says so and checks nothing.
 
+mod common;
+
 use tlbkit_c::{CPolicy, Lib, Options, Sources};
 use tlbkit_policy::asid::linux_x86_615::Kernel;
 use tlbkit_policy::asid::LinuxX86v615;
@@ -76,8 +78,7 @@ fn as_port(log: Vec<String>) -> Vec<String> {
 
 #[test]
 fn the_compiled_x86_file_makes_the_calls_the_rust_port_makes() {
-    if !tlbkit_c::build::have_compiler() {
-        eprintln!("skipped: no C compiler (cc or $TLBKIT_CC) on this machine");
+    if !common::have_cc() {
         return;
     }
     let file = concat!("c:", env!("CARGO_MANIFEST_DIR"), "/../../third_party/linux/v6.18.2/arch/x86/mm/tlb.c");

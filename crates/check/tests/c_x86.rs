@@ -10,7 +10,7 @@ use tlbkit_check::run::{check, replay};
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::CheckSpec;
 
-use crate::common::{default_run, global_asid_c_script, have_cc};
+use crate::common::{default_run, global_asid_c_script, have_cc, write_source};
 
 /// v6.18.2's `arch/x86/mm/tlb.c`, as its path.
 fn today_path() -> String {
@@ -42,12 +42,7 @@ fn found_as_the_zoo(r: &tlbkit_check::CheckReport, zoo: &str) {
 /// Writes `text` as `tlb.c` in a directory of its own named for `tag`;
 /// returns the policy that names it.
 fn write_tlb(tag: &str, text: &str) -> String {
-    let dir =
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-x86-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("tlb.c");
-    std::fs::write(&path, text).unwrap();
-    format!("c:{}", path.display())
+    format!("c:{}", write_source(&format!("x86-{tag}"), "tlb.c", text))
 }
 
 /// 2 CPUs, 3 address spaces of one page, `ops` operations, exhaustive.

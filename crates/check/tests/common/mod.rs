@@ -226,3 +226,13 @@ pub fn default_run(policy: &str) -> tlbkit_check::CheckReport {
         .run(&mut |_| {})
         .unwrap_or_else(|e| panic!("{policy}: {e}"))
 }
+
+/// Writes `text` as `file` in a directory of its own under the tests' scratch
+/// directory, named for `tag`; returns the file's path.
+pub fn write_source(tag: &str, file: &str, text: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}

@@ -12,7 +12,7 @@ use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::{default_spec, Mode};
 use tlbkit_check::{CheckReport, CheckSpec};
 
-use crate::common::{default_run, have_cc};
+use crate::common::{default_run, have_cc, write_source};
 
 /// A file of the test data, as a path: `linux/...` under `third_party`, the
 /// rest the C front end's own (`crates/c/tests`).
@@ -210,12 +210,7 @@ fn a_file_that_does_not_build_says_why_in_one_line() {
 /// Writes `text` as `context.c` in a directory of its own named for `tag`;
 /// returns the file's path.
 fn write_context(tag: &str, text: &str) -> String {
-    let dir =
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tlbkit-code-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("context.c");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
+    write_source(&format!("code-{tag}"), "context.c", text)
 }
 
 #[test]
