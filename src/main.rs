@@ -91,6 +91,10 @@ enum Cmd {
     /// Work with traces of real programs (the guide's chapter: docs/guide/src/traces.md).
     #[command(subcommand)]
     Trace(cmd::trace::TraceCmd),
+    /// One node of `tlbkit bench sharded --processes`, which starts it and
+    /// speaks to it through its pipes (not for use by hand).
+    #[command(hide = true)]
+    ShardNode(cmd::bench::sharded::NodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -135,6 +139,7 @@ fn dispatch(cmd: Cmd) -> Result<u8, CliError> {
         Cmd::Plot(a) => cmd::plot::plot(a),
         Cmd::Report(a) => cmd::plot::report(a),
         Cmd::Trace(c) => cmd::trace::trace(c),
+        Cmd::ShardNode(a) => cmd::bench::sharded::node(a),
         // Both print the command line itself, so they stay beside its definition.
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "tlbkit", &mut std::io::stdout());

@@ -20,6 +20,7 @@ mod compare;
 mod guide;
 mod layers;
 mod layout;
+mod nodes;
 mod plot;
 mod registry;
 mod saved;

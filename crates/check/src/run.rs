@@ -464,6 +464,16 @@ pub mod shards;
 /// ([`Courier`](courier::Courier)), the driver only polling and ordering.
 pub mod courier;
 
+/// A sharded check's driver over any kind of node
+/// ([`drive`](nodes::drive)), and the nodes of one process
+/// ([`run_local`](nodes::run_local)).
+pub mod nodes;
+
+/// A sharded check's nodes as processes of their own on this host, each
+/// driven through its standard input and output
+/// ([`run_processes`](piped::run_processes), [`serve`](piped::serve)).
+pub mod piped;
+
 /// Returns the worker threads an exhaustive search uses when `--jobs` is not
 /// given: one per core the host offers (1 if it cannot say).
 pub fn default_jobs() -> usize {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tlbkit_check::check;
 use tlbkit_check::report::CheckReport;
-use tlbkit_check::run::courier::{self, Courier};
+use tlbkit_check::run::courier::Courier;
+use tlbkit_check::run::nodes;
 use tlbkit_check::run::shards::Shard;
 
 use crate::common;
@@ -17,7 +18,7 @@ use crate::common;
 /// Runs `spec` on `nodes` shards of `jobs` workers joined by couriers on
 /// the loopback, driven as the Ray driver drives them; returns the report.
 fn over_tcp(spec: &tlbkit_check::spec::CheckSpec, nodes: usize, jobs: usize) -> CheckReport {
-    let (report, bytes) = courier::run_local(spec, nodes, jobs, Duration::from_millis(2)).unwrap();
+    let (report, bytes) = nodes::run_local(spec, nodes, jobs, Duration::from_millis(2)).unwrap();
     assert!(bytes > 0, "{nodes} nodes wrote nothing to each other");
     report
 }

@@ -18,8 +18,12 @@
 //! With `--tcp` the nodes are those of `tlbkit check --ray-search sharded`
 //! (`tlbkit_check::run::shards`), each with its courier, joined over
 //! loopback TCP in this process and driven by the Ray driver's rule
-//! (`tlbkit_check::run::courier::run_local`): the transport's cost without
+//! (`tlbkit_check::run::nodes::run_local`): the transport's cost without
 //! Ray's. Only states, time, executions, steps and bytes are known there.
+//! With `--processes` each of those nodes is a process of its own, this
+//! binary's hidden `shard-node` command, driven through its pipes
+//! (`tlbkit_check::run::piped`): K processes of `--jobs / K` workers, as a
+//! cluster of K machines would run them, on one host.
 
 use crate::error::CliError;
 use crate::table::{Align, Table};
@@ -55,6 +59,11 @@ pub struct ShardedArgs {
     /// left out).
     #[arg(long)]
     pub tcp: bool,
+    /// With --tcp's couriers, each node a process of its own on this host,
+    /// driven through its pipes, instead of all in this process (implies
+    /// --tcp).
+    #[arg(long)]
+    pub processes: bool,
     #[arg(long, value_enum, default_value = "table")]
     pub format: super::Format,
 }
@@ -76,7 +85,8 @@ struct Row {
 }
 
 /// Runs `tlbkit bench sharded`.
-pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
+pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
+    a.tcp |= a.processes;
     if a.nodes.is_empty() || a.nodes.iter().any(|&n| n == 0 || n > MAX_NODES) {
         return Err(format!("--nodes: give node counts from 1 to {MAX_NODES}, e.g. --nodes 2,4").into());
     }
@@ -100,16 +110,22 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
     let mut rows = Vec::new();
     for &n in &a.nodes {
         let (t, steps) = (Instant::now(), steps_run());
-        let (report, traffic, bytes) = if a.tcp {
-            let poll = Duration::from_millis(10);
-            let (report, bytes) = tlbkit_check::run::courier::run_local(&spec, n, per_node(n), poll)?;
+        let poll = Duration::from_millis(10);
+        let mut child_steps = 0;
+        let (report, traffic, bytes) = if a.processes {
+            let command = |me| node_command(&spec, me, n, per_node(n));
+            let (report, bytes, steps) = tlbkit_check::run::piped::run_processes(&spec, n, poll, command)?;
+            child_steps = steps;
+            (report, None, bytes)
+        } else if a.tcp {
+            let (report, bytes) = tlbkit_check::run::nodes::run_local(&spec, n, per_node(n), poll)?;
             (report, None, bytes)
         } else {
             let (report, traffic) = tlbkit_check::run::check_exhaustive_sharded(&spec, n, jobs, link)?;
             let bytes = traffic.bytes;
             (report, Some(traffic), bytes)
         };
-        let (sharded_s, sharded_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
+        let (sharded_s, sharded_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps + child_steps);
         if report.explored.states != local.explored.states
             || report.counterexample.is_some() != local.counterexample.is_some()
         {
@@ -145,6 +161,7 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
             .map(|r| {
                 serde_json::json!({
                     "policy": a.policy, "nodes": r.nodes, "workers": workers(r.nodes), "tcp": a.tcp,
+                    "processes": a.processes,
                     "latency_us": a.latency_us, "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
                     "sharded_executions": r.sharded_executions, "sharded_steps": r.sharded_steps,
                     "claims": r.traffic.as_ref().map(|t| t.claims), "admitted": r.traffic.as_ref().map(|t| t.admitted),
@@ -160,9 +177,10 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
     }
     if a.tcp {
         println!(
-            "{} at the standard bounds: the visited set sharded among nodes joined over loopback TCP \
+            "{} at the standard bounds: the visited set sharded among nodes{} joined over loopback TCP \
              ({jobs} / nodes workers a node, at least one), against --jobs {jobs}",
-            a.policy
+            a.policy,
+            if a.processes { " (each a process)" } else { "" }
         );
     } else {
         println!(
@@ -201,5 +219,51 @@ pub fn run(a: ShardedArgs) -> Result<u8, CliError> {
         ]);
     }
     print!("{}", t.render());
+    Ok(0)
+}
+
+/// The command that starts node `me` of `nodes` of `spec`, with `jobs`
+/// workers, in a process of its own: this binary's `shard-node`.
+fn node_command(spec: &tlbkit_check::CheckSpec, me: usize, nodes: usize, jobs: usize) -> std::process::Command {
+    // Where this binary cannot be found, "tlbkit" on the PATH.
+    let exe = std::env::current_exe().unwrap_or_else(|_| "tlbkit".into());
+    let mut c = std::process::Command::new(exe);
+    let token = tlbkit_check::run::rounds::spec_token(spec);
+    c.args(["shard-node", "--token", &token]);
+    c.args(["--me", &me.to_string(), "--nodes", &nodes.to_string(), "--jobs", &jobs.to_string()]);
+    c
+}
+
+/// The hidden `tlbkit shard-node`'s flags: a node of `tlbkit bench sharded
+/// --processes`, which starts it.
+#[derive(Args)]
+pub struct NodeArgs {
+    /// The check, as its replay token's header names it.
+    #[arg(long)]
+    pub token: String,
+    /// This node's number.
+    #[arg(long)]
+    pub me: usize,
+    /// The nodes in all.
+    #[arg(long)]
+    pub nodes: usize,
+    /// Its workers.
+    #[arg(long)]
+    pub jobs: usize,
+}
+
+/// Runs `tlbkit shard-node`: serves one node on its standard input and
+/// output (`tlbkit_check::run::piped::serve`).
+pub fn node(a: NodeArgs) -> Result<u8, CliError> {
+    let spec = tlbkit_check::run::rounds::spec_of(&a.token)?;
+    if a.nodes == 0 || a.nodes > MAX_NODES || a.me >= a.nodes || a.jobs == 0 {
+        return Err(format!(
+            "shard-node: node {} of {} with {} workers: give --nodes 1 to {MAX_NODES}, --me below it, --jobs 1 or more",
+            a.me, a.nodes, a.jobs
+        )
+        .into());
+    }
+    let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    tlbkit_check::run::piped::serve(spec, a.me, a.nodes, a.jobs, input, output)?;
     Ok(0)
 }

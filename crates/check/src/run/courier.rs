@@ -309,7 +309,8 @@ pub enum Next {
 
 /// A driver's rule over its polls of the nodes: when the search is over,
 /// when a snapshot may be taken, which node gives work to which. The Ray
-/// driver (`python/tlbkit/_ray.py`) and [`run_local`] both follow it.
+/// driver (`python/tlbkit/_ray.py`) and [`drive`](super::nodes::drive) both
+/// follow it.
 ///
 /// Two polls in a row must agree: every node with no work open (or, for a
 /// snapshot, held and settled) in both, the same counts of messages sent and
@@ -385,73 +386,6 @@ impl Watch {
         self.before = None;
         (0..nodes).map(|i| (i, Orders { wanted: self.wanted, ..Orders::default() })).collect()
     }
-}
-
-/// Runs the exhaustive check `spec` on `nodes` [`Shard`]s of `jobs`
-/// workers each in this process, joined over loopback TCP by their
-/// couriers and driven by a [`Watch`] polling every `poll` (`tlbkit bench
-/// sharded --tcp`, and the tests); returns the report and the bytes the
-/// nodes wrote to each other.
-pub fn run_local(
-    spec: &crate::spec::CheckSpec,
-    nodes: usize,
-    jobs: usize,
-    poll: Duration,
-) -> Result<(crate::report::CheckReport, u64), Error> {
-    let mut shards = Vec::with_capacity(nodes);
-    for me in 0..nodes {
-        shards.push(Arc::new(Shard::start(spec.clone(), me, nodes, jobs, false)?));
-    }
-    let mut couriers = Vec::with_capacity(nodes);
-    let mut peers = Vec::with_capacity(nodes);
-    for _ in 0..nodes {
-        let (c, address) = Courier::listen("127.0.0.1")?;
-        couriers.push(c);
-        peers.push(address);
-    }
-    // Each start waits for the others' connections: all at once.
-    std::thread::scope(|scope| {
-        let started: Vec<_> = couriers
-            .iter()
-            .zip(&shards)
-            .enumerate()
-            .map(|(me, (c, sh))| {
-                let peers = &peers;
-                scope.spawn(move || c.start(sh.clone(), me, peers, Duration::from_micros(500)))
-            })
-            .collect();
-        started.into_iter().try_for_each(|t| t.join().expect("a courier's start does not panic"))
-    })?;
-    let mut watch = Watch::default();
-    loop {
-        let now: Option<Vec<Status>> = couriers.iter().map(Courier::status).collect::<Result<_, _>>()?;
-        let next = match now {
-            Some(now) => watch.next(now),
-            None => Next::Go(Vec::new()),
-        };
-        match next {
-            Next::Stop => {
-                couriers.iter().for_each(Courier::close);
-                shards.iter().for_each(|s| s.stop());
-                break;
-            }
-            Next::Finish => {
-                couriers.iter().for_each(Courier::close);
-                shards.iter().for_each(|s| s.finish());
-                break;
-            }
-            Next::Go(orders) => orders.into_iter().for_each(|(i, o)| couriers[i].order(o)),
-            // Never held here: no snapshot to take.
-            Next::Settled => {}
-        }
-        std::thread::sleep(poll);
-    }
-    let bytes = couriers.iter().map(Courier::bytes).sum();
-    let mut totals = Vec::with_capacity(nodes);
-    for s in &shards {
-        totals.push(s.join()?);
-    }
-    Ok((super::shards::report(spec, &totals)?, bytes))
 }
 
 #[cfg(test)]
