@@ -417,40 +417,20 @@ fn bench_rounds_reaches_the_states_of_jobs_in_rounds_among_parties() {
     assert_bad_input(&["bench", "rounds", "--parties", "0"], "--parties: give party counts of 1 or more");
     assert_bad_input(&["bench", "rounds", "--round-ms", "0"], "--round-ms 0: give a round's length");
     assert_bad_input(&["bench", "rounds", "--policy", "nope"], "nope");
-    let j = bench_json(&[
-        "bench",
-        "sharded",
-        "--policy",
-        "arm64-noasid",
-        "--nodes",
-        "2",
-        "--jobs",
-        "2",
-        "--format",
-        "json",
-    ]);
-    let r = &j.as_array().unwrap()[0];
-    assert_eq!((r["nodes"].as_u64(), r["states"].as_u64()), (Some(2), Some(235_782)), "{r}");
-    assert!(r["claims"].as_u64().unwrap() > 0 && r["admitted"].as_u64().unwrap() > 0, "{r}");
-    assert!(r["known"].as_u64().is_some_and(|k| k > 0), "visits pruned by what owners said: {r}");
-    // Each node a process of its own, over loopback TCP.
-    let j = bench_json(&[
-        "bench",
-        "sharded",
-        "--policy",
-        "arm64-noasid",
-        "--nodes",
-        "2",
-        "--jobs",
-        "2",
-        "--processes",
-        "--format",
-        "json",
-    ]);
-    let r = &j.as_array().unwrap()[0];
-    assert_eq!((r["nodes"].as_u64(), r["states"].as_u64()), (Some(2), Some(235_782)), "{r}");
-    assert_eq!((r["processes"].as_bool(), r["tcp"].as_bool()), (Some(true), Some(true)), "{r}");
-    assert!(r["bytes"].as_u64().unwrap() > 0 && r["sharded_steps"].as_u64().unwrap() > 0, "{r}");
+    // In-process mailboxes, then each node a process of its own over loopback TCP.
+    for processes in [false, true] {
+        let mut args = vec!["bench", "sharded", "--policy", "arm64-noasid", "--nodes", "2", "--jobs", "2"];
+        args.extend(["--format", "json"].iter().chain(processes.then_some(&"--processes")));
+        let j = bench_json(&args);
+        let r = &j.as_array().unwrap()[0];
+        assert_eq!((r["nodes"].as_u64(), r["states"].as_u64()), (Some(2), Some(235_782)), "{r}");
+        assert_eq!((r["processes"].as_bool(), r["tcp"].as_bool()), (Some(processes), Some(processes)), "{r}");
+        assert!(r["bytes"].as_u64().unwrap() > 0 && r["sharded_steps"].as_u64().unwrap() > 0, "{r}");
+        if !processes {
+            assert!(r["claims"].as_u64().unwrap() > 0 && r["admitted"].as_u64().unwrap() > 0, "{r}");
+            assert!(r["known"].as_u64().is_some_and(|k| k > 0), "visits pruned by what owners said: {r}");
+        }
+    }
     assert_bad_input(&["bench", "sharded", "--nodes", "0"], "--nodes: give node counts from 1 to 256");
     assert_bad_input(&["bench", "sharded", "--nodes", "300"], "--nodes: give node counts from 1 to 256");
     assert_bad_input(&["bench", "sharded", "--batch", "0"], "--batch 0: give the claims a batch holds");
