@@ -8,10 +8,14 @@
 //! lmbench's `lat_ctx`, measure a second *overhead* phase that is subtracted,
 //! as the original benchmark does.
 //!
-//! A workload declares each parameter once, as a `const` handle of its kind
-//! ([`Count`], [`Real`] or [`Flag`]) wrapping its [`ParamDef`], lists the
-//! handles' definitions in its entry's `params` (`params: &[ITERS.0, PAGES.0]`)
-//! and reads a value through the handle (`ITERS.of(p)`), never by its key.
+//! A workload declares each parameter once, with `params!` (`param.rs`): a `const`
+//! handle of its kind ([`Count`], [`Real`] or [`Flag`]) wrapping its
+//! [`ParamDef`], and the list of them its entry gives (`PARAMS`); it reads a
+//! value through the handle (`ITERS.of(p)`), never by its key. Its entry is
+//! [`WorkloadDef::new`] (name, description, parameters, results, `setup`,
+//! `result`, `max_mms`), with [`WorkloadDef::origin`],
+//! [`WorkloadDef::with_overhead`] or [`WorkloadDef::with_texts`] where it has
+//! those.
 //!
 //! Contents: [`lat_ctx`] and [`buildkernel`] (origin 000), [`mprotect_threaded`],
 //! [`tcmalloc_frag`] and [`sort_compute`] (origin 001), [`pingpong`] (origin 002),
