@@ -2,7 +2,8 @@
 //!
 //! Subcommands (their names, flags and JSON fields are a contract other tools use):
 //! `list`, `run`, `reproduce`, `calibrate`, `bench sim|scale|check`, `check`, `replay`,
-//! `litmus`, `compare`, `sweep`, `trace import`, `trace dump`, `plot`, `report`. Each is a
+//! `litmus`, `compare`, `sweep`, `trace import`, `trace dump`, `plot`, `report`; hidden,
+//! `shard-node` (a node `bench sharded --processes` starts). Each is a
 //! module of `cmd/`, with its flags and its body; this file holds the command
 //! line's outline, the dispatch and the exit codes: 0 success, 2 bad input, 3
 //! violations found.
