@@ -196,7 +196,7 @@ impl Piped {
     }
 
     /// The node's line that begins with `word`, without it.
-    fn expect(&mut self, word: &str) -> Result<String, Error> {
+    fn answer(&mut self, word: &str) -> Result<String, Error> {
         let line = self.hear()?;
         match line.strip_prefix(word) {
             Some(rest) if rest.is_empty() || rest.starts_with(' ') => Ok(rest.trim_start().to_string()),
@@ -208,7 +208,7 @@ impl Piped {
 impl Node for Piped {
     fn status(&mut self) -> Result<Option<Status>, Error> {
         self.say("status")?;
-        let rest = self.expect("status")?;
+        let rest = self.answer("status")?;
         if rest == "none" {
             return Ok(None);
         }
@@ -223,7 +223,7 @@ impl Node for Piped {
         if std::mem::replace(&mut self.ended, true) {
             return Err(bad(format!("node {} was ended already", self.me)));
         }
-        let ended = self.say(if finish { "finish" } else { "stop" }).and_then(|()| self.expect("ended"));
+        let ended = self.say(if finish { "finish" } else { "stop" }).and_then(|()| self.answer("ended"));
         let ended = ended.and_then(|rest| {
             let mut words = rest.split_whitespace();
             let totals = words.next().and_then(unhex).and_then(|b| Totals::load(&b).ok());
@@ -262,11 +262,11 @@ pub fn run_processes(
     for me in 0..nodes {
         all.push(Piped::spawn(me, command(me))?);
     }
-    let peers = all.iter_mut().map(|n| n.expect("address")).collect::<Result<Vec<_>, _>>()?;
+    let peers = all.iter_mut().map(|n| n.answer("address")).collect::<Result<Vec<_>, _>>()?;
     let line = format!("peers {}", peers.join(" "));
     // Every node's start waits for the others' connections: all told first.
     all.iter_mut().try_for_each(|n| n.say(&line))?;
-    all.iter_mut().try_for_each(|n| n.expect("started").map(drop))?;
+    all.iter_mut().try_for_each(|n| n.answer("started").map(drop))?;
     let ended = drive(&mut all, poll)?;
     let totals: Vec<Totals> = ended.iter().map(|e| e.totals.clone()).collect();
     let (bytes, steps) = (ended.iter().map(|e| e.bytes).sum(), ended.iter().map(|e| e.steps).sum());
