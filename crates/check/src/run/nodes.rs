@@ -16,6 +16,7 @@
 use super::courier::{Courier, Next, Status, Watch};
 use super::shards::{self, Shard, Totals};
 use super::Error;
+use crate::report::CheckReport;
 use crate::search::Orders;
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +76,15 @@ pub fn drive<N: Node>(nodes: &mut [N], poll: Duration) -> Result<Vec<Ended>, Err
         }
     }
     Ok(ended)
+}
+
+/// The report of a search from what its nodes said at the end
+/// ([`shards::report`] of their totals), the bytes they wrote to each other
+/// and the steps they counted apart from this process.
+pub fn conclude(spec: &crate::spec::CheckSpec, ended: Vec<Ended>) -> Result<(CheckReport, u64, u64), Error> {
+    let (bytes, steps) = (ended.iter().map(|e| e.bytes).sum(), ended.iter().map(|e| e.steps).sum());
+    let totals: Vec<Totals> = ended.into_iter().map(|e| e.totals).collect();
+    Ok((shards::report(spec, &totals)?, bytes, steps))
 }
 
 /// Every node's status, or None while some node has not pumped yet.
@@ -139,7 +149,7 @@ pub fn run_local(
     nodes: usize,
     jobs: usize,
     poll: Duration,
-) -> Result<(crate::report::CheckReport, u64), Error> {
+) -> Result<(CheckReport, u64), Error> {
     let mut all = Vec::with_capacity(nodes);
     let mut peers = Vec::with_capacity(nodes);
     for me in 0..nodes {
@@ -160,7 +170,6 @@ pub fn run_local(
             .collect();
         started.into_iter().try_for_each(|t| t.join().expect("a courier's start does not panic"))
     })?;
-    let ended = drive(&mut all, poll)?;
-    let totals: Vec<Totals> = ended.iter().map(|e| e.totals.clone()).collect();
-    Ok((shards::report(spec, &totals)?, ended.iter().map(|e| e.bytes).sum()))
+    let (report, bytes, _) = conclude(spec, drive(&mut all, poll)?)?;
+    Ok((report, bytes))
 }

@@ -23,8 +23,8 @@
 //! a driver that goes away (its end of the pipe closed) stops the node.
 
 use super::courier::{Courier, Status};
-use super::nodes::{drive, Ended, Node};
-use super::shards::{self, Shard, Totals};
+use super::nodes::{conclude, drive, Ended, Node};
+use super::shards::{Shard, Totals};
 use super::Error;
 use crate::report::CheckReport;
 use crate::search::{Orders, Pumped};
@@ -267,10 +267,7 @@ pub fn run_processes(
     // Every node's start waits for the others' connections: all told first.
     all.iter_mut().try_for_each(|n| n.say(&line))?;
     all.iter_mut().try_for_each(|n| n.answer("started").map(drop))?;
-    let ended = drive(&mut all, poll)?;
-    let totals: Vec<Totals> = ended.iter().map(|e| e.totals.clone()).collect();
-    let (bytes, steps) = (ended.iter().map(|e| e.bytes).sum(), ended.iter().map(|e| e.steps).sum());
-    Ok((shards::report(spec, &totals)?, bytes, steps))
+    conclude(spec, drive(&mut all, poll)?)
 }
 
 #[cfg(test)]
