@@ -64,10 +64,15 @@ pub struct Explored {
     pub pruned: u64,
     /// Exhaustive mode: the pairs of distinct states the search expects to
     /// have taken for one, their hashes agreeing on the bits its visited set
-    /// keeps (`n²/2^61` for `n` states of 60-bit fingerprints, the estimate
-    /// TLC prints); absent otherwise. The text report gives it from 0.001 up.
+    /// keeps (`n²/2^(b+1)` for `n` states of `b`-bit fingerprints, the
+    /// estimate TLC prints); absent otherwise. The text report gives it from
+    /// 0.001 up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collisions_expected: Option<f64>,
+    /// Exhaustive mode: the bits of a state's hash its visited set keeps
+    /// (64 for a check of up to 6 CPUs, 60 for 8); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fingerprint_bits: Option<u32>,
     /// The longest execution, in steps.
     pub max_steps: usize,
     /// Whether the search covered all it set out to.
@@ -307,7 +312,8 @@ pub(crate) fn report(
             executions: stats.executions,
             states: stats.states,
             pruned: stats.pruned,
-            collisions_expected: (mode == "exhaustive").then(|| crate::search::expected_collisions(stats.states)),
+            collisions_expected: (mode == "exhaustive").then(|| spec.fingerprints().expected_collisions(stats.states)),
+            fingerprint_bits: (mode == "exhaustive").then(|| spec.fingerprints().bits()),
             max_steps: stats.max_steps,
             complete: stats.complete,
             workers: 1,
@@ -658,11 +664,12 @@ impl CheckReport {
                 if self.explored.complete { ", complete" } else { ", stopped early" },
                 if self.explored.workers > 1 { format!(" ({} workers)", self.explored.workers) } else { String::new() }
             );
-            if let Some(c) = self.explored.collisions_expected.filter(|&c| c >= 1e-3) {
+            if let (Some(c), Some(bits)) =
+                (self.explored.collisions_expected.filter(|&c| c >= 1e-3), self.explored.fingerprint_bits)
+            {
                 let _ = writeln!(
                     s,
-                    "fingerprints: {c:.3} pairs of states expected taken for one (hashes alike in the {} bits kept)",
-                    crate::search::FINGERPRINT_BITS
+                    "fingerprints: {c:.3} pairs of states expected taken for one (hashes alike in the {bits} bits kept)"
                 );
             }
         } else if self.mode != "replay" {

@@ -306,6 +306,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
         search::exhaustive_saving(
             each,
             jobs,
+            spec.fingerprints(),
             spec.iterations,
             saving.as_ref().map(|s| (s, &counters[..])),
             body.as_deref(),
@@ -389,7 +390,7 @@ pub fn check_exhaustive_sharded(
     let counters = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
     let tally = &Tally::default();
     let (stats, found, traffic) = with_workers(spec, &shape, &counters, Some(tally), |each| {
-        search::exhaustive_sharded(each, nodes, jobs, link, spec.iterations)
+        search::exhaustive_sharded(each, nodes, jobs, link, spec.fingerprints(), spec.iterations)
     })?;
     let r = conclude(spec, &shape, jobs.max(nodes), (stats, found), counters, tally)?;
     Ok((r, traffic))
@@ -721,7 +722,7 @@ fn search_from<P: Policy>(
         out
     };
     let (stats, found) = match spec.mode {
-        Mode::Exhaustive => search::exhaustive(&mut run, spec.iterations),
+        Mode::Exhaustive => search::exhaustive(&mut run, spec.fingerprints(), spec.iterations),
         Mode::Random => search::randomised(&mut run, Randomised::Random, spec.iterations, spec.seed),
         Mode::Pct => search::randomised(&mut run, Randomised::Pct(3), spec.iterations, spec.seed),
     };
@@ -834,7 +835,7 @@ mod soundness {
                 }
                 out
             };
-            search::exhaustive(&mut run, u64::MAX).0
+            search::exhaustive(&mut run, search::Fingerprints::for_cpus(shape.cpus), u64::MAX).0
         }
     }
 

@@ -92,6 +92,14 @@ pub const PROPERTIES: [&str; 7] = [
 /// ends in reasonable time only with a dozen or so.
 pub const MAX_OPS: usize = 256;
 
+impl CheckSpec {
+    /// How its exhaustive search keeps states: every table of it alike, its
+    /// workers', nodes' and saves' (a fingerprint of 64 bits up to 6 CPUs).
+    pub fn fingerprints(&self) -> crate::search::Fingerprints {
+        crate::search::Fingerprints::for_cpus(self.cpus)
+    }
+}
+
 /// Returns the `log2` of `asids` if it is a power of two from `min` to
 /// `max`; else the error that names the space (`"an arm64 ASID space is"`).
 fn log2_between(asids: u32, min: u32, max: u32, space: String) -> Result<u8, Error> {

@@ -174,10 +174,33 @@ impl Piped {
     }
 
     fn say(&mut self, line: &str) -> Result<(), Error> {
-        let me = self.me;
-        writeln!(self.to, "{line}")
-            .and_then(|()| self.to.flush())
-            .map_err(|e| bad(format!("writing to node {me}: {e}")))
+        match writeln!(self.to, "{line}").and_then(|()| self.to.flush()) {
+            Ok(()) => Ok(()),
+            // Its end of the pipe is closed: the node has exited.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(self.gone()),
+            Err(e) => Err(bad(format!("writing to node {}: {e}", self.me))),
+        }
+    }
+
+    /// The error of a node whose pipe closed: it ended (with its status), or,
+    /// still running a while later with its pipes closed, it is killed.
+    fn gone(&mut self) -> Error {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break s.to_string(),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Ok(None) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break "its pipes closed while it ran; killed".to_string();
+                }
+                Err(e) => break e.to_string(),
+            }
+        };
+        bad(format!("node {} ended before the search did ({status})", self.me))
     }
 
     /// The node's next line; its error, or its end, as an error.
@@ -185,8 +208,7 @@ impl Piped {
         let mut line = String::new();
         let read = self.from.read_line(&mut line).map_err(|e| bad(format!("reading node {}: {e}", self.me)))?;
         if read == 0 {
-            let status = self.child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
-            return Err(bad(format!("node {} ended before the search did ({status})", self.me)));
+            return Err(self.gone());
         }
         let line = line.trim_end().to_string();
         match line.strip_prefix("error ") {

@@ -39,7 +39,8 @@ impl Rounds {
     /// A check that has not started, once `spec` is known to build.
     pub fn start(spec: CheckSpec) -> Result<Rounds, Error> {
         validate(&spec)?;
-        Ok(Rounds { spec, search: search::rounds::Driver::start(COUNTERS) })
+        let search = search::rounds::Driver::start(COUNTERS, spec.fingerprints());
+        Ok(Rounds { spec, search })
     }
 
     /// The visited set, for a party that starts now.
@@ -95,7 +96,7 @@ impl Party {
     /// A party of the check `spec` that starts from `visited` ([`Rounds::visited`]).
     pub fn new(spec: CheckSpec, visited: &[u8]) -> Result<Party, Error> {
         let shape = shape(&spec)?;
-        let search = search::rounds::Replica::new(visited, COUNTERS).map_err(saved)?;
+        let search = search::rounds::Replica::new(visited, COUNTERS, spec.fingerprints()).map_err(saved)?;
         Ok(Party { spec, shape, search })
     }
 
@@ -132,7 +133,7 @@ pub(super) fn token_of(spec: &CheckSpec, out: &search::Outcome) -> String {
 /// finished, or ended by the violation whose token a party returned
 /// (`found`, see [`Rounds::report_found`]).
 pub fn round_report(spec: &CheckSpec, state: &[u8], workers: usize, found: Option<&str>) -> Result<CheckReport, Error> {
-    let (stats, _, c) = search::rounds::stats(state, COUNTERS).map_err(saved)?;
+    let (stats, _, c) = search::rounds::stats(state, COUNTERS, spec.fingerprints()).map_err(saved)?;
     report_of(spec, stats, &c, workers, found)
 }
 

@@ -124,7 +124,7 @@ impl Shard {
     /// snapshots after the first may be deltas ([`Shard::save`]).
     pub fn start(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, deltas: bool) -> Result<Shard, Error> {
         validate(&spec)?;
-        let node = search::ShardNode::new(me, nodes, jobs).map_err(invalid)?;
+        let node = search::ShardNode::new(me, nodes, jobs, spec.fingerprints()).map_err(invalid)?;
         Shard::launch(spec, node, [0; 3], deltas)
     }
 
@@ -146,7 +146,8 @@ impl Shard {
         for (i, bytes) in parts.iter().enumerate() {
             bodies.push(check_part(&spec, i, bytes)?);
         }
-        let (node, extra) = search::ShardNode::resume(me, nodes, jobs, &bodies).map_err(|why| Error::Save {
+        let fp = spec.fingerprints();
+        let (node, extra) = search::ShardNode::resume(me, nodes, jobs, fp, &bodies).map_err(|why| Error::Save {
             file: "the snapshot".into(),
             problem: crate::error::SaveProblem::Unreadable { why },
         })?;

@@ -1,14 +1,19 @@
 //! Exhaustive search on one thread: every execution, depth first.
 
 use super::dfs::{backtrack, Dfs, Node, SWITCHES};
-use super::table::Table;
+use super::table::{Fingerprints, Table};
 use super::{recycle_choices, Choice, Chooser, Outcome, Stats};
 
 /// Explores every execution of `run` (a closure running one execution with the
 /// given chooser) depth-first, stopping at the first violation or after
-/// `max_executions`. Returns the statistics and the violating execution.
-pub fn exhaustive(run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome, max_executions: u64) -> (Stats, Option<Outcome>) {
-    let visited = Table::default();
+/// `max_executions`, its states kept as `fp` says. Returns the statistics
+/// and the violating execution.
+pub fn exhaustive(
+    run: &mut dyn FnMut(&mut dyn Chooser) -> Outcome,
+    fp: Fingerprints,
+    max_executions: u64,
+) -> (Stats, Option<Outcome>) {
+    let visited = Table::new(fp);
     let mut stack: Vec<Choice> = Vec::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();

@@ -31,7 +31,7 @@ pub use replay::Replay;
 pub use script::{parse_script, Script, ScriptItem};
 pub use sharded::{exhaustive_sharded, Link, Orders, Pumped, ShardNode, Traffic, MAX_NODES};
 pub use shrink::{shrink, shrink_where};
-pub use table::{expected_collisions, FINGERPRINT_BITS};
+pub use table::Fingerprints;
 
 use crate::arena;
 use crate::kernel::Violation;

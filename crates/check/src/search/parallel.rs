@@ -3,7 +3,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, Reader, Saving, Stopped, Writer};
-use super::table::{save_entries, Table, Visitor};
+use super::table::{save_entries, Fingerprints, Table, Visitor};
 use super::{recycle_choices, Choice, ChoiceKind, Chooser, Foot, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -198,9 +198,10 @@ impl Shared {
         }
     }
 
-    /// A search that has not started: the root subtree, nothing visited.
-    fn fresh(max_bytes: u64) -> Shared {
-        Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::default(), max_bytes)
+    /// A search that has not started: the root subtree, nothing visited
+    /// (its states to be kept as `fp` says).
+    fn fresh(fp: Fingerprints, max_bytes: u64) -> Shared {
+        Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::new(fp), max_bytes)
     }
 
     /// Adds the visited states `entries` (of another party's body: a state
@@ -287,15 +288,21 @@ impl Shared {
     }
 
     /// Reads what [`Shared::save`] wrote into a search that goes on from it.
-    fn load(body: &[u8], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
-        Shared::load_with(body, &[], extra, max_bytes)
+    fn load(body: &[u8], extra: &[AtomicU64], fp: Fingerprints, max_bytes: u64) -> Result<Shared, String> {
+        Shared::load_with(body, &[], extra, fp, max_bytes)
     }
 
     /// [`Shared::load`] of a whole save's `body` followed by `deltas` (see
     /// `saved.rs`): the search as it was at the last delta.
-    fn load_with(body: &[u8], deltas: &[Vec<u8>], extra: &[AtomicU64], max_bytes: u64) -> Result<Shared, String> {
+    fn load_with(
+        body: &[u8],
+        deltas: &[Vec<u8>],
+        extra: &[AtomicU64],
+        fp: Fingerprints,
+        max_bytes: u64,
+    ) -> Result<Shared, String> {
         let mut b = Shared::read_body(body, extra.len())?;
-        let visited = Table::default();
+        let visited = Table::new(fp);
         for d in deltas {
             let later = Shared::read_body(d, extra.len())?;
             visited.admit_all(&std::mem::take(&mut b.visited));
@@ -356,9 +363,10 @@ pub type Worker<'w> = &'w mut dyn FnMut(&mut dyn FnMut(&mut dyn Chooser) -> Outc
 pub fn exhaustive_parallel(
     each: &(dyn Fn(Worker<'_>) + Sync),
     jobs: usize,
+    fp: Fingerprints,
     max_executions: u64,
 ) -> (Stats, Option<Outcome>) {
-    let (stats, found, _) = exhaustive_saving(each, jobs, max_executions, None, None)
+    let (stats, found, _) = exhaustive_saving(each, jobs, fp, max_executions, None, None)
         .expect("a search that neither saves nor resumes cannot fail to");
     (stats, found)
 }
@@ -373,6 +381,7 @@ pub fn exhaustive_parallel(
 pub fn exhaustive_saving(
     each: &(dyn Fn(Worker<'_>) + Sync),
     jobs: usize,
+    fp: Fingerprints,
     max_executions: u64,
     saving: Option<(&Saving, &[AtomicU64])>,
     resume: Option<&[u8]>,
@@ -382,7 +391,7 @@ pub fn exhaustive_saving(
         Some(body) => {
             let extra = saving.map_or(&[][..], |(_, e)| e);
             let deltas = saving.map_or_else(Vec::new, |(s, _)| saved::deltas(&s.dir, xxh3_64(body)));
-            Shared::load_with(body, &deltas, extra, max_bytes).map_err(|why| match saving {
+            Shared::load_with(body, &deltas, extra, fp, max_bytes).map_err(|why| match saving {
                 // A body from a file whose checksums matched: a save this build cannot read.
                 Some((s, _)) => crate::Error::Save {
                     file: s.dir.join(saved::FILE).display().to_string(),
@@ -391,7 +400,7 @@ pub fn exhaustive_saving(
                 None => crate::Error::Saved { why },
             })?
         }
-        None => Shared::fresh(max_bytes),
+        None => Shared::fresh(fp, max_bytes),
     };
     if saving.is_some() {
         // Saves after the first write only what changed.
@@ -769,10 +778,11 @@ pub mod rounds {
     }
 
     /// Returns the statistics of `body` (complete when its frontier is
-    /// empty), its frontier's subtrees, and the caller's counters.
-    pub fn stats(body: &[u8], extra: usize) -> Result<(Stats, usize, Vec<u64>), String> {
+    /// empty; its states kept as `fp` says), its frontier's subtrees, and
+    /// the caller's counters.
+    pub fn stats(body: &[u8], extra: usize, fp: Fingerprints) -> Result<(Stats, usize, Vec<u64>), String> {
         let e = zeroed(extra);
-        let s = Shared::load(body, &e, u64::MAX)?;
+        let s = Shared::load(body, &e, fp, u64::MAX)?;
         Ok(stats_of(&s, &e))
     }
 
@@ -795,10 +805,11 @@ pub mod rounds {
     }
 
     impl Driver {
-        /// A search that has not started: the root subtree, nothing visited,
-        /// with `extra` counters of the caller's (the most of each is kept).
-        pub fn start(extra: usize) -> Driver {
-            Driver { shared: Shared::fresh(u64::MAX), extra: zeroed(extra) }
+        /// A search that has not started: the root subtree, nothing visited
+        /// (its states to be kept as `fp` says), with `extra` counters of the
+        /// caller's (the most of each is kept).
+        pub fn start(extra: usize, fp: Fingerprints) -> Driver {
+            Driver { shared: Shared::fresh(fp, u64::MAX), extra: zeroed(extra) }
         }
 
         /// The whole search, as [`stats`] and a resumed search read it.
@@ -877,9 +888,10 @@ pub mod rounds {
     }
 
     impl Replica {
-        /// A party that starts from the visited set [`Driver::visited`] wrote.
-        pub fn new(visited: &[u8], extra: usize) -> Result<Replica, String> {
-            let mut shared = Shared::load(visited, &zeroed(extra), u64::MAX)?;
+        /// A party that starts from the visited set [`Driver::visited`] wrote,
+        /// keeping states as the driver's `fp`.
+        pub fn new(visited: &[u8], extra: usize, fp: Fingerprints) -> Result<Replica, String> {
+            let mut shared = Shared::load(visited, &zeroed(extra), fp, u64::MAX)?;
             shared.visited.record_changes();
             Ok(Replica { shared })
         }
@@ -928,6 +940,9 @@ pub mod rounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A check of 8 CPUs' fingerprints.
+    const EIGHT: Fingerprints = Fingerprints::for_cpus(8);
 
     /// A worker keeps a load's untaken values to itself: the step that
     /// reads gathers its footprint over them. Another CPU's step at the
@@ -1009,14 +1024,14 @@ mod tests {
     /// merged.
     #[test]
     fn a_body_cut_short_changes_nothing_in_the_driver() {
-        let t = Table::default();
+        let t = Table::new(EIGHT);
         for s in 1..=1000u64 {
-            t.visit(super::super::table::fingerprint(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
+            t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
         }
         let mut w = Writer::default();
         Shared::write_body(&mut w, [5, 0, 3], &[], Some(&|w: &mut Writer| t.save(w)), &[]);
         let whole = w.0;
-        let driver = rounds::Driver::start(0);
+        let driver = rounds::Driver::start(0, EIGHT);
         let before = driver.stats();
         assert!(driver.merge(&whole[..whole.len() - 8]).is_err());
         let after = driver.stats();
@@ -1035,7 +1050,7 @@ mod tests {
         std::thread::spawn(move || {
             let each =
                 |worker: Worker<'_>| worker(&mut |_: &mut dyn Chooser| -> Outcome { panic!("an execution failed") });
-            let out = std::panic::catch_unwind(|| exhaustive_parallel(&each, 3, u64::MAX));
+            let out = std::panic::catch_unwind(|| exhaustive_parallel(&each, 3, EIGHT, u64::MAX));
             tx.send(out.is_err()).expect("the test waits");
         });
         let panicked = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the search ended");
@@ -1061,9 +1076,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let id = "b1 t5~p~2";
         let s = Saving { dir: dir.clone(), every: Duration::ZERO, max_memory: None, identity: id.into() };
-        let mut shared = Shared::fresh(u64::MAX);
+        let mut shared = Shared::fresh(EIGHT, u64::MAX);
         shared.visited.record_changes();
-        let fp = |k: u64| super::super::table::fingerprint(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let fp = |k: u64| EIGHT.of(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         for k in 1..=5000 {
             shared.visited.visit(fp(k), 0xff);
         }
@@ -1082,7 +1097,7 @@ mod tests {
         let read = || {
             let body = saved::read(&dir, id).expect("the whole save");
             let deltas = saved::deltas(&dir, xxh3_64(&body));
-            Shared::load_with(&body, &deltas, &[], u64::MAX).expect("readable")
+            Shared::load_with(&body, &deltas, &[], EIGHT, u64::MAX).expect("readable")
         };
         let back = read();
         assert_eq!((sorted_entries(&back.visited), back.counts()), (sorted_entries(&shared.visited), shared.counts()));

@@ -76,7 +76,7 @@ pub use node::{Orders, Pumped, ShardNode};
 use super::dfs::{Dfs, Switches, PARK, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};
 use super::saved::Writer;
-use super::table::{Table, Visitor, MASK_BITS};
+use super::table::{Fingerprints, Table, Visitor, ALL_LABELS};
 use super::{Outcome, Parked, Stats, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
@@ -155,9 +155,9 @@ impl Known {
     }
 
     fn slot(&mut self, state: u64) -> &mut (u64, u64) {
-        // The table's fingerprint mixes the hash; its high bits are free of
-        // the part's and the owner's choice.
-        let i = (super::table::fingerprint(state) >> 40) as usize & (KNOWN_SLOTS - 1);
+        // The state hash is mixed (XXH3); its high bits are free of the
+        // part's and the owner's choice, which its low bits make.
+        let i = (state >> 40) as usize & (KNOWN_SLOTS - 1);
         &mut self.slots[i]
     }
 
@@ -165,7 +165,7 @@ impl Known {
     /// what was claimed of it before; if not, remembers `asleep` as claimed.
     /// (The hash 0 stands for an empty slot: such a state is always claimed.)
     fn settled(&mut self, state: u64, asleep: u64) -> bool {
-        let asleep = asleep & MASK_BITS;
+        let asleep = asleep & ALL_LABELS;
         let slot = self.slot(state);
         if state != 0 && slot.0 == state {
             if slot.1 & !asleep == 0 {
@@ -247,9 +247,9 @@ struct Node {
 }
 
 impl Node {
-    fn new() -> Node {
+    fn new(fp: Fingerprints) -> Node {
         Node {
-            table: Table::default(),
+            table: Table::new(fp),
             work: Mutex::new(Vec::new()),
             claims: Mailbox::new(),
             kept: Mutex::new(Vec::new()),
@@ -313,9 +313,10 @@ struct Search {
     wire: Option<Wire>,
 }
 
-/// The node that owns `state`: its table part's, dealt round the nodes.
+/// The node that owns `state`: its table part's (the fingerprint's low
+/// bits, the hash's), dealt round the nodes.
 fn owner(state: u64, nodes: usize) -> usize {
-    (super::table::fingerprint(state) & (MAX_NODES as u64 - 1)) as usize % nodes
+    (state & (MAX_NODES as u64 - 1)) as usize % nodes
 }
 
 /// Bits of a parked path's number that name the worker that parked it.
@@ -338,12 +339,12 @@ struct Local {
 
 impl Search {
     /// A search of `k` nodes, all here, or only `wire`'s, with `workers`
-    /// workers here.
-    fn new(k: usize, workers: usize, link: Link, wire: Option<Wire>) -> Self {
+    /// workers here, keeping states as `fp` says.
+    fn new(k: usize, workers: usize, link: Link, wire: Option<Wire>, fp: Fingerprints) -> Self {
         let here = if wire.is_some() { 1 } else { k };
         Search {
             k,
-            nodes: (0..here).map(|_| Node::new()).collect(),
+            nodes: (0..here).map(|_| Node::new(fp)).collect(),
             answers: (0..workers).map(|_| Mailbox::new()).collect(),
             link: Link { batch: link.batch.max(1), ..link },
             open: AtomicU64::new(0),
@@ -541,19 +542,20 @@ impl Outbox {
 /// Explores every execution as [`super::exhaustive_parallel`] does, with
 /// the visited set sharded among `nodes` in-process nodes of `jobs` workers
 /// in all (dealt round the nodes; at least one each), their claims and
-/// answers crossing `link`. Returns the statistics (`states`: the states
-/// the nodes own, together), a violation if one was found, and the
-/// traffic.
+/// answers crossing `link`, keeping states as `fp` says. Returns the
+/// statistics (`states`: the states the nodes own, together), a violation
+/// if one was found, and the traffic.
 pub fn exhaustive_sharded(
     each: &(dyn Fn(Worker<'_>) + Sync),
     nodes: usize,
     jobs: usize,
     link: Link,
+    fp: Fingerprints,
     max_executions: u64,
 ) -> (Stats, Option<Outcome>, Traffic) {
     let nodes = nodes.clamp(1, MAX_NODES);
     let workers = jobs.max(nodes).min(1 << WORKER_BITS);
-    let search = Search::new(nodes, workers, link, None);
+    let search = Search::new(nodes, workers, link, None, fp);
     search.start();
     search.run(each, &(0..workers).collect::<Vec<_>>(), max_executions);
     let found = search.found.lock().expect("no worker panicked holding the result").take();

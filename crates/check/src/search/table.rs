@@ -36,25 +36,27 @@
 //!
 //! # What a slot holds
 //!
-//! A state is kept as a [`FINGERPRINT_BITS`]-bit fingerprint of its 64-bit hash (hash
-//! compaction, as TLC's and SPIN's): the low 8 bits pick the part, the next
-//! `k` bits the home slot in a part of `2^k` slots, and the slot stores the
-//! rest (the *quotient*, `52 - k` bits, at most 40 since a part starts at
-//! [`MIN_BITS`]) beside how far it lies from its home slot and the 16-bit
-//! sleep mask (a scheduling point has at most 16 labels: two for each of the
-//! checker's 8 CPUs):
+//! A state is kept as a fingerprint of its 64-bit hash (hash compaction, as
+//! TLC's and SPIN's): the low 8 bits pick the part, the next `k` bits the home
+//! slot in a part of `2^k` slots, and the slot stores the rest (the
+//! *quotient*) beside how far it lies from its home slot and the state's sleep
+//! mask, one bit for each label a scheduling point of the check can have (two
+//! for each CPU: its step and its store buffer's drain; [`Fingerprints`]):
 //!
 //! ```text
-//! bit 63      62..56         55..16              15..0
-//!     present displacement   quotient (≤ 40 b)   mask
+//! bit 63      62..56         55..L        L-1..0
+//!     present displacement   quotient     mask (L labels)
 //! ```
 //!
 //! The fingerprint is whole again from the part, the home slot and the
 //! quotient, so a part grows, and a search saves, without the original hash.
-//! Two states whose hashes agree on their low 60 bits are one state to the
-//! search; [`Table::expected_collisions`] estimates how many such pairs a
-//! search of its size expects (`n²/2^61`, under a ten-thousandth at 35
-//! million states), and the report prints it as TLC does.
+//! A part starts at [`MIN_BITS`], where the quotient has `56 - L` bits, so
+//! a fingerprint keeps `76 - L` bits of the hash, at most all 64: the whole
+//! hash for a check of up to 6 CPUs, 60 bits for 8. Two states whose hashes
+//! agree on those bits are one state to the search;
+//! [`Fingerprints::expected_collisions`] estimates how many such pairs a
+//! search of its size expects (`n²/2^(b+1)` for `b` bits: about 0.03 at a
+//! billion states of 64 bits), and the report prints it as TLC does.
 //!
 //! A part grows at three quarters full, and when a state would lie more than
 //! [`MAX_DISPLACEMENT`] slots past its home (then the part is crowded there,
@@ -68,8 +70,6 @@ use words::{populate, Words};
 
 mod words;
 
-/// Bits of a state hash the visited set keeps (its fingerprint).
-pub const FINGERPRINT_BITS: u32 = 60;
 /// `log2` of the number of parts.
 const SHARD_BITS: u32 = 8;
 /// Parts of the table.
@@ -89,26 +89,68 @@ const VISITORS: usize = 64;
 const FLUSH: u32 = 8;
 
 const PRESENT: u64 = 1 << 63;
-/// The bits of a slot that hold the state's sleep mask.
-pub(super) const MASK_BITS: u64 = 0xffff;
-const FP_MASK: u64 = (1 << FINGERPRINT_BITS) - 1;
+/// Every label a scheduling point can have (16: two for each of the
+/// checker's 8 CPUs), as masks of them.
+pub(super) const ALL_LABELS: u64 = 0xffff;
+/// The slot's bits below the displacement: the quotient and the mask.
+const BELOW_DISPLACEMENT: u64 = (1 << 56) - 1;
 
-/// The fingerprint of a state hash.
-pub(super) fn fingerprint(state: u64) -> u64 {
-    state & FP_MASK
+/// How a visited set keeps a check's states: one bit of a slot for each
+/// label its scheduling points can have, the rest of the slot for the
+/// fingerprint (see the module documentation). Every table of one check
+/// (its workers', its nodes', a save's and a resume's) keeps them alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprints {
+    labels: u32,
+}
+
+impl Fingerprints {
+    /// A check of `cpus` CPUs: two labels each.
+    pub const fn for_cpus(cpus: usize) -> Fingerprints {
+        let labels = 2 * cpus;
+        let most = ALL_LABELS.count_ones() as usize;
+        Fingerprints {
+            labels: if labels < 2 {
+                2
+            } else if labels > most {
+                most as u32
+            } else {
+                labels as u32
+            },
+        }
+    }
+
+    /// Bits of a state hash a fingerprint keeps: what the quotient of a
+    /// part of [`MIN_BITS`] holds, above the part's and the home slot's.
+    pub fn bits(self) -> u32 {
+        (SHARD_BITS + MIN_BITS + 56 - self.labels).min(64)
+    }
+
+    /// The pairs of states a search that kept `states` expects to have
+    /// merged because their hashes agree on the bits it keeps (the usual
+    /// estimate for `n` uniform fingerprints of `b` bits, `n²/2^(b+1)`).
+    pub fn expected_collisions(self, states: u64) -> f64 {
+        let n = states as f64;
+        n * n / 2f64.powi(self.bits() as i32 + 1)
+    }
+
+    /// The fingerprint of a state hash.
+    pub(super) fn of(self, state: u64) -> u64 {
+        match self.bits() {
+            64 => state,
+            b => state & ((1 << b) - 1),
+        }
+    }
+
+    /// The slot's bits that hold the mask.
+    fn mask(self) -> u64 {
+        (1 << self.labels) - 1
+    }
 }
 
 /// The part that holds fingerprint `fp`: its low bits.
 fn shard_of(fp: u64) -> usize {
     (fp & (SHARDS as u64 - 1)) as usize
-}
-
-/// The pairs of states a search that kept `states` expects to have merged
-/// because their hashes agree on the bits the table keeps (the usual
-/// estimate for `n` uniform fingerprints of `b` bits, `n²/2^(b+1)`).
-pub fn expected_collisions(states: u64) -> f64 {
-    let n = states as f64;
-    n * n / 2f64.powi(FINGERPRINT_BITS as i32 + 1)
 }
 
 /// One part: `2^bits` slots (how many are filled is counted beside it, in
@@ -118,12 +160,13 @@ pub fn expected_collisions(states: u64) -> f64 {
 struct Part {
     slots: Words,
     bits: u32,
+    fp: Fingerprints,
     changed: Option<Box<[AtomicU64]>>,
 }
 
 impl Part {
-    fn new(bits: u32) -> Part {
-        Part { slots: Words::new(1 << bits), bits, changed: None }
+    fn new(bits: u32, fp: Fingerprints) -> Part {
+        Part { slots: Words::new(1 << bits), bits, fp, changed: None }
     }
 
     /// A bit per slot, all clear.
@@ -156,16 +199,17 @@ impl Part {
         let n = self.slots.len() - 1;
         (0..=MAX_DISPLACEMENT).map(move |d| {
             let i = (home + d) & n;
-            (i, &self.slots[i], PRESENT | (d as u64) << 56 | quotient << 16)
+            (i, &self.slots[i], PRESENT | (d as u64) << 56 | quotient << self.fp.labels)
         })
     }
 
     /// The mask of `fp`, if the part holds it.
     #[cfg(test)]
     fn find(&self, fp: u64) -> Option<u64> {
+        let mask = self.fp.mask();
         self.probe(fp).find_map(|(_, slot, key)| {
             let w = slot.load(Ordering::Acquire);
-            (w & !MASK_BITS == key).then_some(w & MASK_BITS)
+            (w & !mask == key).then_some(w & mask)
         })
     }
 
@@ -174,7 +218,7 @@ impl Part {
     fn rest_of(&self, i: usize, word: u64) -> u64 {
         let disp = ((word >> 56) & 0x7f) as usize;
         let home = (i.wrapping_sub(disp)) & (self.slots.len() - 1);
-        let quotient = (word & !PRESENT & ((1 << 56) - 1)) >> 16;
+        let quotient = (word & BELOW_DISPLACEMENT) >> self.fp.labels;
         (quotient << self.bits) | home as u64
     }
 
@@ -183,7 +227,8 @@ impl Part {
     /// when the state is new). The caller counts a state it adds. A change
     /// is marked (while changes are recorded) if `record`.
     fn visit(&self, fp: u64, asleep: u64, record: bool, len: impl Fn() -> usize) -> Result<Visit, ()> {
-        let asleep = asleep & MASK_BITS;
+        let mask = self.fp.mask();
+        let asleep = asleep & mask;
         for (i, slot, key) in self.probe(fp) {
             let mut word = slot.load(Ordering::Acquire);
             if word == 0 {
@@ -201,14 +246,14 @@ impl Part {
                     Err(now) => word = now,
                 }
             }
-            if word & !MASK_BITS == key {
-                if word & MASK_BITS & !asleep == 0 {
+            if word & !mask == key {
+                if word & mask & !asleep == 0 {
                     // Nothing to narrow (a mask only narrows, so a later
                     // word would not differ): no write to the line.
                     return Ok(Visit::Again { fresh: 0 });
                 }
                 // Keep the transitions both this visit and the earlier ones left asleep.
-                let before = slot.fetch_and(!MASK_BITS | asleep, Ordering::AcqRel) & MASK_BITS;
+                let before = slot.fetch_and(!mask | asleep, Ordering::AcqRel) & mask;
                 let fresh = before & !asleep;
                 if record && fresh != 0 {
                     self.mark(i);
@@ -227,11 +272,12 @@ impl Part {
     /// its home slot. A state it holds already keeps the intersection of the
     /// masks.
     fn put(&mut self, fp: u64, mask: u64, changed: bool) -> bool {
+        let bits = self.fp.mask();
         for (i, slot, key) in self.probe(fp) {
             let word = slot.load(Ordering::Relaxed);
-            if word == 0 || word & !MASK_BITS == key {
+            if word == 0 || word & !bits == key {
                 let mask = if word == 0 { mask } else { word & mask };
-                slot.store(key | (mask & MASK_BITS), Ordering::Relaxed);
+                slot.store(key | (mask & bits), Ordering::Relaxed);
                 if changed {
                     self.mark(i);
                 }
@@ -248,9 +294,10 @@ impl Part {
 
     /// Every `(fingerprint bits above the part's, mask, marked changed)` it holds.
     fn entries(&self) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, s)| {
+        let mask = self.fp.mask();
+        self.slots.iter().enumerate().filter_map(move |(i, s)| {
             let w = s.load(Ordering::Acquire);
-            (w != 0).then(|| (self.rest_of(i, w), w & MASK_BITS, self.marked(i)))
+            (w != 0).then(|| (self.rest_of(i, w), w & mask, self.marked(i)))
         })
     }
 
@@ -260,7 +307,7 @@ impl Part {
     fn grown(&self, shard: usize) -> (Part, usize) {
         let mut bits = self.bits + 1;
         'again: loop {
-            let mut p = Part::new(bits);
+            let mut p = Part::new(bits, self.fp);
             p.changed = self.changed.as_ref().map(|_| Part::change_bits(bits));
             populate(&p.slots);
             let mut n = 0;
@@ -337,19 +384,7 @@ pub(super) struct Table {
     /// Done when the first visitor came, or the first states were admitted
     /// in bulk: the first parts' pages faulted in.
     faulted_in: std::sync::Once,
-}
-
-impl Default for Table {
-    fn default() -> Self {
-        let shard =
-            |_| Shard { part: UnsafeCell::new(Part::new(MIN_BITS)), growing: false.into(), grow: Mutex::new(()) };
-        Table {
-            shards: (0..SHARDS).map(shard).collect(),
-            lens: (0..SHARDS).map(|_| Count::default()).collect(),
-            flags: (0..VISITORS).map(|_| Flag::default()).collect(),
-            faulted_in: std::sync::Once::new(),
-        }
-    }
+    fp: Fingerprints,
 }
 
 /// One worker's way into a [`Table`] (see the module documentation).
@@ -366,9 +401,10 @@ pub(super) struct Visitor<'t> {
 impl Visitor<'_> {
     /// [`Table::visit`], as this visitor.
     pub(super) fn visit(&mut self, state: u64, asleep: u64) -> (Option<u64>, u64) {
-        debug_assert!(asleep & !MASK_BITS == 0, "a scheduling point has at most 16 labels");
         let Some(k) = self.flag else { return self.table.visit(state, asleep) };
-        let (t, fp) = (self.table, fingerprint(state));
+        let t = self.table;
+        debug_assert!(asleep & !t.fp.mask() == 0, "a label past the check's CPUs");
+        let fp = t.fp.of(state);
         let s = shard_of(fp);
         let (shard, flag) = (&t.shards[s], &t.flags[k].inside);
         let mut grew = 0;
@@ -439,6 +475,19 @@ fn wait_while(busy: impl Fn() -> bool) {
 }
 
 impl Table {
+    /// An empty table that keeps states as `fp` says.
+    pub(super) fn new(fp: Fingerprints) -> Table {
+        let shard =
+            |_| Shard { part: UnsafeCell::new(Part::new(MIN_BITS, fp)), growing: false.into(), grow: Mutex::new(()) };
+        Table {
+            shards: (0..SHARDS).map(shard).collect(),
+            lens: (0..SHARDS).map(|_| Count::default()).collect(),
+            flags: (0..VISITORS).map(|_| Flag::default()).collect(),
+            faulted_in: std::sync::Once::new(),
+            fp,
+        }
+    }
+
     /// Part `s`, held whole: no grower replaces it until the guard is dropped.
     fn hold(&self, s: usize) -> (&Part, MutexGuard<'_, ()>) {
         let held = self.shards[s].grow.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -482,8 +531,8 @@ impl Table {
     /// by to hold it (0 mostly). A worker visiting often goes through its
     /// [`Table::visitor`] instead.
     pub(super) fn visit(&self, state: u64, asleep: u64) -> (Option<u64>, u64) {
-        debug_assert!(asleep & !MASK_BITS == 0, "a scheduling point has at most 16 labels");
-        self.admit(fingerprint(state), asleep, true)
+        debug_assert!(asleep & !self.fp.mask() == 0, "a label past the check's CPUs");
+        self.admit(self.fp.of(state), asleep, true)
     }
 
     /// [`Table::visit`] of a fingerprint through its part's mutex, marked
@@ -544,14 +593,15 @@ impl Table {
     }
 
     /// Adds every `(fingerprint, mask)` of `entries` (as [`Table::read_entries`]
-    /// gives them); a state it already holds keeps the transitions both left
-    /// unexplored (the intersection of its masks). Returns the bytes it grew
-    /// by. Not recorded as changes.
+    /// gives them, each cut to a fingerprint of this table's; a mask's bits
+    /// past its labels dropped); a state it already holds keeps the
+    /// transitions both left unexplored (the intersection of its masks).
+    /// Returns the bytes it grew by. Not recorded as changes.
     pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
         if !entries.is_empty() {
             self.fault_in();
         }
-        entries.iter().map(|&(fp, m)| self.admit(fp, m, false).1).sum()
+        entries.iter().map(|&(fp, m)| self.admit(self.fp.of(fp), m & self.fp.mask(), false).1).sum()
     }
 
     /// The mask of `fp`, if it holds it.
@@ -591,22 +641,22 @@ impl Table {
                     let i = k * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
                     let w = part.slots[i].load(Ordering::Acquire);
-                    out.push((part.rest_of(i, w) << SHARD_BITS | s as u64, w & MASK_BITS));
+                    out.push((part.rest_of(i, w) << SHARD_BITS | s as u64, w & part.fp.mask()));
                 }
             }
         }
         out
     }
 
-    /// Reads what [`Table::save`] wrote (or the full hashes an earlier build
-    /// saved: each is cut to its fingerprint), for [`Table::admit_all`]: a
-    /// caller reads a whole save before it admits any of it, so a save that
-    /// turns out corrupt leaves a table as it was.
+    /// Reads what [`Table::save`] wrote, for [`Table::admit_all`] (which
+    /// cuts each to its fingerprint): a caller reads a whole save before it
+    /// admits any of it, so a save that turns out corrupt leaves a table as
+    /// it was.
     pub(super) fn read_entries(r: &mut Reader<'_>) -> Result<Vec<(u64, u64)>, String> {
         let n = r.len(16)?;
         let mut out = Vec::with_capacity(n + 1);
         let checked = |m: u64| {
-            if m & !MASK_BITS != 0 {
+            if m & !ALL_LABELS != 0 {
                 return Err("a visited state asleep on a label past the 16 a scheduling point has".to_string());
             }
             Ok(m)
@@ -616,7 +666,7 @@ impl Table {
         }
         for _ in 0..n {
             let (k, m) = (r.u64()?, r.u64()?);
-            out.push((fingerprint(k), checked(m)?));
+            out.push((k, checked(m)?));
         }
         Ok(out)
     }
@@ -638,6 +688,9 @@ pub(super) fn save_entries(w: &mut Writer, entries: &[(u64, u64)]) {
 mod tests {
     use super::*;
 
+    /// The fingerprints of a check of 8 CPUs: 16 labels, 60 bits.
+    const EIGHT: Fingerprints = Fingerprints::for_cpus(8);
+
     /// Godefroid's sleep sets with state caching, on a map: the answers the
     /// table must give.
     fn reference(map: &mut std::collections::HashMap<u64, u64>, state: u64, asleep: u64) -> Option<u64> {
@@ -658,7 +711,7 @@ mod tests {
     /// states to grow every part several times and with masks that narrow.
     #[test]
     fn it_answers_as_sleep_sets_with_state_caching_do() {
-        let t = Table::default();
+        let t = Table::new(EIGHT);
         let mut v = std::collections::HashMap::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..400_000u64 {
@@ -666,7 +719,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             // A third of the visits go back to a state seen before.
-            let state = if i % 3 == 0 && i > 0 { fingerprint(x % i + 1) } else { fingerprint(x) };
+            let state = if i % 3 == 0 && i > 0 { EIGHT.of(x % i + 1) } else { EIGHT.of(x) };
             let asleep = (x >> 40) & 0xffff;
             assert_eq!(t.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
         }
@@ -677,7 +730,7 @@ mod tests {
     /// save read back holds the same states and masks.
     #[test]
     fn growth_and_a_save_keep_every_state_and_mask() {
-        let t = Table::default();
+        let t = Table::new(EIGHT);
         for s in 1..1_200_000u64 {
             let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             t.visit(h, s & 0xffff);
@@ -687,7 +740,7 @@ mod tests {
         assert!(t.bytes() > (SHARDS << MIN_BITS) as u64 * 8, "the parts grew");
         let mut w = Writer::default();
         t.save(&mut w);
-        let back = Table::default();
+        let back = Table::new(EIGHT);
         back.admit_all(&Table::read_entries(&mut Reader::new(&w.0)).expect("its own save"));
         let (mut a, mut b) = (before, back.entries());
         a.sort_unstable();
@@ -695,7 +748,7 @@ mod tests {
         assert_eq!(a, b);
         for s in 1..1_200_000u64 {
             let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            assert_eq!(back.mask_of(fingerprint(h)), Some(s & 0xffff));
+            assert_eq!(back.mask_of(EIGHT.of(h)), Some(s & 0xffff));
         }
     }
 
@@ -706,7 +759,7 @@ mod tests {
     #[test]
     fn visitors_admit_each_state_once_while_parts_grow() {
         const N: u64 = 800_000;
-        let t = Table::default();
+        let t = Table::new(EIGHT);
         let firsts = AtomicUsize::new(0);
         std::thread::scope(|s| {
             for w in 0..4u64 {
@@ -730,7 +783,7 @@ mod tests {
         assert_eq!(t.len(), N as usize);
         assert_eq!(firsts.load(Ordering::Relaxed), N as usize);
         for i in 0..N {
-            assert_eq!(t.mask_of(fingerprint(i.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1)), Some(0xfff0));
+            assert_eq!(t.mask_of(EIGHT.of(i.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1)), Some(0xfff0));
         }
     }
 
@@ -738,7 +791,7 @@ mod tests {
     /// the same answers.
     #[test]
     fn visitors_past_the_flags_still_visit() {
-        let t = Table::default();
+        let t = Table::new(EIGHT);
         let all: Vec<_> = (0..VISITORS + 1).map(|_| t.visitor()).collect();
         assert!(all[VISITORS].flag.is_none() && all[0].flag.is_some());
         let mut all = all;
@@ -752,9 +805,9 @@ mod tests {
     /// returns what was added or narrowed since the last, with its mask now.
     #[test]
     fn recorded_changes_are_what_was_added_or_narrowed_since_the_last_drain() {
-        let mut t = Table::default();
+        let mut t = Table::new(EIGHT);
         t.record_changes();
-        let fp = |k: u64| fingerprint(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let fp = |k: u64| EIGHT.of(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         for k in 0..800_000 {
             t.visit(fp(k), 0xff);
         }
@@ -773,5 +826,36 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert!(t.drain_changes(true).is_empty());
+    }
+
+    /// A check of up to 6 CPUs keeps the whole hash, one of 8 its low 60
+    /// bits: two hashes apart only above bit 59 are two states to the one
+    /// and one state to the other, and both keep them through growth and a
+    /// save read back.
+    #[test]
+    fn few_cpus_keep_the_whole_hash() {
+        assert_eq!((Fingerprints::for_cpus(2).bits(), Fingerprints::for_cpus(6).bits()), (64, 64));
+        assert_eq!((Fingerprints::for_cpus(7).bits(), EIGHT.bits()), (62, 60));
+        for (fp, apart) in [(Fingerprints::for_cpus(2), true), (EIGHT, false)] {
+            let t = Table::new(fp);
+            let high = |s: u64| s.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1 << 62;
+            for s in 1..900_000u64 {
+                t.visit(high(s), s & 0x3);
+            }
+            assert!(t.bytes() > (SHARDS << MIN_BITS) as u64 * 8, "the parts grew");
+            let n = t.len();
+            let mut w = Writer::default();
+            t.save(&mut w);
+            let back = Table::new(fp);
+            back.admit_all(&Table::read_entries(&mut Reader::new(&w.0)).expect("its own save"));
+            for s in 1..900_000u64 {
+                assert_eq!(back.mask_of(fp.of(high(s))), Some(s & 0x3), "{fp:?}");
+                let low = high(s) & !(1 << 62);
+                let kept = back.mask_of(fp.of(low));
+                assert_eq!(kept, if apart { None } else { Some(s & 0x3) }, "{fp:?}, state {s}");
+                back.visit(low, 0);
+            }
+            assert_eq!(back.len(), if apart { 2 * n } else { n });
+        }
     }
 }

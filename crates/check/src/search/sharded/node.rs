@@ -66,7 +66,7 @@
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::parallel::{load_subtrees, save_subtrees};
 use crate::search::saved::{Reader, Writer};
-use crate::search::table::{save_entries, Table};
+use crate::search::table::{save_entries, Fingerprints, Table};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
@@ -126,8 +126,8 @@ pub struct Pumped {
 
 impl ShardNode {
     /// Node `me` of `nodes`, with `jobs` workers (at most 2^16 / `nodes`),
-    /// with nothing to do yet.
-    fn empty(me: usize, nodes: usize, jobs: usize) -> Result<ShardNode, String> {
+    /// keeping states as `fp` says, with nothing to do yet.
+    fn empty(me: usize, nodes: usize, jobs: usize, fp: Fingerprints) -> Result<ShardNode, String> {
         if nodes == 0 || nodes > MAX_NODES || me >= nodes {
             return Err(format!("node {me} of {nodes}: give 1 to {MAX_NODES} nodes, each numbered below their count"));
         }
@@ -141,14 +141,14 @@ impl ShardNode {
             hold: false.into(),
             resting: 0.into(),
         };
-        let search = Search::new(nodes, jobs, Link::default(), Some(wire));
+        let search = Search::new(nodes, jobs, Link::default(), Some(wire), fp);
         Ok(ShardNode { search, ids: (0..jobs).map(|i| me + i * nodes).collect(), recording: false })
     }
 
     /// Node `me` of `nodes`, with `jobs` workers, of a new search (node 0
-    /// holds its root).
-    pub fn new(me: usize, nodes: usize, jobs: usize) -> Result<ShardNode, String> {
-        let node = ShardNode::empty(me, nodes, jobs)?;
+    /// holds its root) that keeps states as `fp` says.
+    pub fn new(me: usize, nodes: usize, jobs: usize, fp: Fingerprints) -> Result<ShardNode, String> {
+        let node = ShardNode::empty(me, nodes, jobs, fp)?;
         if me == 0 {
             node.search.start();
         }
@@ -161,8 +161,15 @@ impl ShardNode {
     /// of their frontier (item `i` of all goes to node `i mod nodes`), and
     /// on node 0 their counts. Returns the node and the caller's counters
     /// the parts held (the most of each; on node 0 only, else zeros).
-    pub fn resume(me: usize, nodes: usize, jobs: usize, parts: &[&[u8]]) -> Result<(ShardNode, Vec<u64>), String> {
-        let node = ShardNode::empty(me, nodes, jobs)?;
+    /// `fp` is the search's, as when it started.
+    pub fn resume(
+        me: usize,
+        nodes: usize,
+        jobs: usize,
+        fp: Fingerprints,
+        parts: &[&[u8]],
+    ) -> Result<(ShardNode, Vec<u64>), String> {
+        let node = ShardNode::empty(me, nodes, jobs, fp)?;
         let s = &node.search;
         let (mut counts, mut extra, mut item) = ([0u64; 3], Vec::new(), 0usize);
         let (mut work, mut kept) = (Vec::new(), Vec::new());
