@@ -62,17 +62,9 @@ pub struct Explored {
     pub states: u64,
     /// Executions cut at a state seen before.
     pub pruned: u64,
-    /// Exhaustive mode: the pairs of distinct states the search expects to
-    /// have taken for one, their hashes agreeing on the bits its visited set
-    /// keeps (`n²/2^(b+1)` for `n` states of `b`-bit fingerprints, the
-    /// estimate TLC prints); absent otherwise. The text report gives it from
-    /// 0.001 up.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub collisions_expected: Option<f64>,
-    /// Exhaustive mode: the bits of a state's hash its visited set keeps
-    /// (64 for a check of up to 6 CPUs, 60 for 8); absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fingerprint_bits: Option<u32>,
+    /// Exhaustive mode: how its visited set kept states; absent otherwise.
+    #[serde(flatten)]
+    pub kept: Option<Kept>,
     /// The longest execution, in steps.
     pub max_steps: usize,
     /// Whether the search covered all it set out to.
@@ -90,6 +82,19 @@ pub struct Explored {
     /// The most CPUs that started a cross-CPU invalidation (an IPI or a
     /// broadcast TLBI) in one execution.
     pub initiators: u32,
+}
+
+/// How an exhaustive search kept its states (in JSON, fields of the report).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Kept {
+    /// The bits of a state's hash its visited set keeps (64 for a check of
+    /// up to 6 CPUs, 60 for 8).
+    pub fingerprint_bits: u32,
+    /// The pairs of distinct states the search expects to have taken for
+    /// one, their hashes agreeing on those bits (`n²/2^(b+1)` for `n` states
+    /// of `b` bits, the estimate TLC prints). The text report gives it from
+    /// 0.001 up.
+    pub collisions_expected: f64,
 }
 
 /// What a check found.
@@ -312,8 +317,10 @@ pub(crate) fn report(
             executions: stats.executions,
             states: stats.states,
             pruned: stats.pruned,
-            collisions_expected: (mode == "exhaustive").then(|| spec.fingerprints().expected_collisions(stats.states)),
-            fingerprint_bits: (mode == "exhaustive").then(|| spec.fingerprints().bits()),
+            kept: (mode == "exhaustive").then(|| Kept {
+                fingerprint_bits: spec.fingerprints().bits(),
+                collisions_expected: spec.fingerprints().expected_collisions(stats.states),
+            }),
             max_steps: stats.max_steps,
             complete: stats.complete,
             workers: 1,
@@ -664,12 +671,11 @@ impl CheckReport {
                 if self.explored.complete { ", complete" } else { ", stopped early" },
                 if self.explored.workers > 1 { format!(" ({} workers)", self.explored.workers) } else { String::new() }
             );
-            if let (Some(c), Some(bits)) =
-                (self.explored.collisions_expected.filter(|&c| c >= 1e-3), self.explored.fingerprint_bits)
-            {
+            if let Some(k) = self.explored.kept.filter(|k| k.collisions_expected >= 1e-3) {
                 let _ = writeln!(
                     s,
-                    "fingerprints: {c:.3} pairs of states expected taken for one (hashes alike in the {bits} bits kept)"
+                    "fingerprints: {:.3} pairs of states expected taken for one (hashes alike in the {} bits kept)",
+                    k.collisions_expected, k.fingerprint_bits
                 );
             }
         } else if self.mode != "replay" {
