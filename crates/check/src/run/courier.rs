@@ -136,8 +136,11 @@ impl Courier {
             out.push(Some(BufWriter::with_capacity(1 << 16, stream)));
         }
         let mut threads = self.threads.lock().expect("no thread panicked holding it");
-        for _ in 1..peers.len() {
-            let stream = self.accept(peers.len() - 1)?;
+        // One deadline for them all: a node that never comes makes the
+        // others wait [`CONNECT_WITHIN`], not that much for each.
+        let deadline = Instant::now() + CONNECT_WITHIN;
+        for got in 0..peers.len() - 1 {
+            let stream = self.accept(deadline, got, peers.len() - 1)?;
             self.keep(&stream)?;
             let post = self.post.clone();
             threads.push(std::thread::spawn(move || read_from(stream, &post)));
@@ -147,9 +150,9 @@ impl Courier {
         Ok(())
     }
 
-    /// The next node's connection, within [`CONNECT_WITHIN`] (of `n` in all).
-    fn accept(&self, n: usize) -> Result<TcpStream, Error> {
-        let deadline = Instant::now() + CONNECT_WITHIN;
+    /// The next node's connection before `deadline`, `got` of the `n` in
+    /// all having connected.
+    fn accept(&self, deadline: Instant, got: usize, n: usize) -> Result<TcpStream, Error> {
         self.listener.set_nonblocking(true).map_err(|e| net("listening", &e))?;
         loop {
             match self.listener.accept() {
@@ -161,7 +164,7 @@ impl Courier {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    let why = format!("fewer than the {n} other nodes connected within {CONNECT_WITHIN:?}");
+                    let why = format!("{got} of the {n} other nodes connected within {CONNECT_WITHIN:?}");
                     return Err(Error::Saved { why: format!("a sharded check's connection: {why}") });
                 }
                 Err(e) => return Err(net("accepting a node's connection", &e)),
@@ -448,5 +451,19 @@ mod tests {
         assert_eq!(w.next(settled), Next::Settled);
         let go_on = w.release(3);
         assert!(go_on.iter().all(|(_, o)| !o.hold), "{go_on:?}");
+    }
+
+    /// The connections of the other nodes are awaited until one deadline:
+    /// one that came is taken at once, and the error says how many of how
+    /// many came by then.
+    #[test]
+    fn the_other_nodes_connect_before_one_deadline() {
+        let (c, address) = Courier::listen("127.0.0.1").expect("a port");
+        let _one = TcpStream::connect(&address).expect("connected");
+        let soon = Instant::now() + Duration::from_millis(200);
+        c.accept(soon, 0, 2).expect("the node that connected");
+        let e = c.accept(soon, 1, 2).expect_err("no second node");
+        assert!(e.to_string().contains("1 of the 2 other nodes connected"), "{e}");
+        assert!(Instant::now() < soon + Duration::from_secs(1), "waited past the deadline");
     }
 }
