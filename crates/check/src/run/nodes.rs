@@ -100,11 +100,34 @@ fn stop_all<N: Node>(nodes: &mut [N], e: Error) -> Error {
     e
 }
 
-/// A node of this process: its shard and its courier.
-struct Local {
+/// A node of this process: its shard and its courier (in the driver's
+/// process for [`run_local`], in a node's own for [`piped`](super::piped)).
+pub(super) struct Local {
     shard: Arc<Shard>,
     courier: Courier,
     ended: bool,
+}
+
+impl Local {
+    /// Starts node `me` of `nodes` of `spec` with `jobs` workers, its
+    /// courier listening on loopback; returns it and the courier's address.
+    pub(super) fn open(
+        spec: &crate::spec::CheckSpec,
+        me: usize,
+        nodes: usize,
+        jobs: usize,
+    ) -> Result<(Local, String), Error> {
+        let shard = Arc::new(Shard::start(spec.clone(), me, nodes, jobs, false)?);
+        let (courier, address) = Courier::listen("127.0.0.1")?;
+        Ok((Local { shard, courier, ended: false }, address))
+    }
+
+    /// Connects it, node `me`, to the others at `peers` and starts carrying
+    /// its messages ([`Courier::start`]); returns once every other node has
+    /// connected.
+    pub(super) fn connect(&self, me: usize, peers: &[String]) -> Result<(), Error> {
+        self.courier.start(self.shard.clone(), me, peers, Duration::from_micros(500))
+    }
 }
 
 impl Node for Local {
@@ -153,9 +176,8 @@ pub fn run_local(
     let mut all = Vec::with_capacity(nodes);
     let mut peers = Vec::with_capacity(nodes);
     for me in 0..nodes {
-        let shard = Arc::new(Shard::start(spec.clone(), me, nodes, jobs, false)?);
-        let (courier, address) = Courier::listen("127.0.0.1")?;
-        all.push(Local { shard, courier, ended: false });
+        let (node, address) = Local::open(spec, me, nodes, jobs)?;
+        all.push(node);
         peers.push(address);
     }
     // Each start waits for the others' connections: all at once.
@@ -165,7 +187,7 @@ pub fn run_local(
             .enumerate()
             .map(|(me, n)| {
                 let peers = &peers;
-                scope.spawn(move || n.courier.start(n.shard.clone(), me, peers, Duration::from_micros(500)))
+                scope.spawn(move || n.connect(me, peers))
             })
             .collect();
         started.into_iter().try_for_each(|t| t.join().expect("a courier's start does not panic"))

@@ -22,16 +22,15 @@
 //! totals in hexadecimal. A node that fails says `error` and why, and exits;
 //! a driver that goes away (its end of the pipe closed) stops the node.
 
-use super::courier::{Courier, Status};
-use super::nodes::{conclude, drive, Ended, Node};
-use super::shards::{Shard, Totals};
+use super::courier::Status;
+use super::nodes::{conclude, drive, Ended, Local, Node};
+use super::shards::Totals;
 use super::Error;
 use crate::report::CheckReport;
 use crate::search::{Orders, Pumped};
 use crate::spec::CheckSpec;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 fn bad(why: String) -> Error {
@@ -69,8 +68,8 @@ fn serve_lines(
     let mut say = |line: String| -> Result<(), Error> {
         writeln!(output, "{line}").and_then(|()| output.flush()).map_err(|e| bad(format!("answering: {e}")))
     };
-    let shard = Arc::new(Shard::start(spec, me, nodes, jobs, false)?);
-    let (courier, address) = Courier::listen("127.0.0.1")?;
+    // Dropped on an error or when the driver goes away: stopped.
+    let (mut node, address) = Local::open(&spec, me, nodes, jobs)?;
     say(format!("address {address}"))?;
     for line in input.lines() {
         let line = line.map_err(|e| bad(format!("reading the driver's line: {e}")))?;
@@ -78,30 +77,22 @@ fn serve_lines(
         match words.next() {
             Some("peers") => {
                 let peers: Vec<String> = words.map(str::to_string).collect();
-                courier.start(shard.clone(), me, &peers, Duration::from_micros(500))?;
+                node.connect(me, &peers)?;
                 say("started".into())?;
             }
-            Some("status") => say(match courier.status()? {
+            Some("status") => say(match node.status()? {
                 None => "status none".into(),
                 Some(s) => status_line(&s),
             })?,
-            Some("order") => courier.order(orders(words).ok_or_else(|| bad(format!("a malformed order: {line}")))?),
+            Some("order") => node.order(orders(words).ok_or_else(|| bad(format!("a malformed order: {line}")))?)?,
             Some(end @ ("finish" | "stop")) => {
-                courier.close();
-                if end == "finish" {
-                    shard.finish();
-                } else {
-                    shard.stop();
-                }
-                let totals = hex(&Totals::save(&[shard.join()?]));
-                return say(format!("ended {totals} {} {}", courier.bytes(), crate::exec::steps_run()));
+                let ended = node.end(end == "finish")?;
+                let totals = hex(&Totals::save(&[ended.totals]));
+                return say(format!("ended {totals} {} {}", ended.bytes, crate::exec::steps_run()));
             }
             _ => return Err(bad(format!("an unknown line from the driver: {line}"))),
         }
     }
-    // The driver went away.
-    courier.close();
-    shard.stop();
     Err(bad("the driver closed its end before the search ended".into()))
 }
 
