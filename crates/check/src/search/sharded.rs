@@ -29,8 +29,12 @@
 //! once per sleep mask as the parallel search admits it, and nothing is
 //! explored twice for lack of knowledge; the states a complete search
 //! reaches are the parallel search's (the visited set is order-free).
-//! What sharding costs is the replay of each admitted parked path
-//! (more executions) and the time claims and answers travel.
+//! A parked path taken up is the execution that parked it, going on: it
+//! is counted once, and cut short only if its answer says nothing is left
+//! (so the executions are the parallel search's, give or take the visits
+//! that meet a state sooner or later than its order would). What sharding
+//! costs is the replay of each admitted parked path (more steps) and the
+//! time claims and answers travel.
 //!
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
@@ -464,6 +468,8 @@ impl Search {
             }
             let k = (local.stack.len() - before) as u64;
             self.counts.admitted.fetch_add(k, Relaxed);
+            // The others stop at a state seen before: cut short there.
+            self.pruned.fetch_add(closed - k, Relaxed);
             // The tasks first: `open` never passes 0 early.
             self.open.fetch_add(k, SeqCst);
             self.open.fetch_sub(closed, SeqCst);
@@ -706,11 +712,14 @@ impl At<'_, '_> {
         let states = || s.states();
         let mut tally = Tally::new(&s.executions, &s.pruned, &states);
         let mut done = true;
+        // A parked path taken up is the execution that parked it, going on:
+        // its first run is not one more execution (its ticket was taken).
+        let mut going_on = answer.is_some();
         loop {
             if s.stop.load(Relaxed) {
                 break;
             }
-            if !tally.take(max) {
+            if !std::mem::take(&mut going_on) && !tally.take(max) {
                 s.stop.store(true, SeqCst);
                 break;
             }
@@ -740,7 +749,9 @@ impl At<'_, '_> {
             if result.steps > s.max_steps.load(Relaxed) {
                 s.max_steps.fetch_max(result.steps, Relaxed);
             }
-            tally.pruned += u64::from(result.pruned);
+            // A parked execution is not cut short: its claim's answer says
+            // whether it goes on or stops at a state seen before.
+            tally.pruned += u64::from(result.pruned && claim.is_none());
             if result.violation.is_some() {
                 s.found.lock().expect("no worker panicked holding the result").get_or_insert(result);
                 s.stop.store(true, SeqCst);
