@@ -1,7 +1,8 @@
 //! A sharded check's nodes as processes of their own (`tlbkit bench sharded
 //! --processes`, `tlbkit_check::run::piped`; their states are `cli.rs`'s): a
 //! node that dies, at its start or mid-search, is an error that names it,
-//! and the other nodes' processes end with the driver, never a hang.
+//! and the other nodes' processes end with the driver, never a hang; a
+//! node that ends says the most memory its process held.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -54,4 +55,20 @@ fn a_node_that_dies_is_named_and_the_others_end_with_the_driver() {
     .unwrap_err();
     assert!(e.to_string().contains("node 1 ended before the search did"), "{e}");
     assert!(t.elapsed() < Duration::from_secs(60), "the driver waited {:?}", t.elapsed());
+}
+
+#[test]
+fn nodes_that_end_say_the_most_memory_their_processes_held() {
+    let spec = tlbkit_check::spec::default_spec("x86-linux-pcid");
+    let spec = tlbkit_check::CheckSpec { cpus: 2, mms: 1, pages: 1, ops: 2, ..spec };
+    let token = spec_token(&spec);
+    let spec = spec_of(&token).unwrap();
+    let c = run_processes(&spec, 2, Duration::from_millis(10), |me| node(&token, me, 2)).unwrap();
+    assert!(c.report.explored.complete && c.report.counterexample.is_none(), "{:?}", c.report);
+    assert_eq!(c.peaks.len(), 2);
+    if cfg!(target_os = "linux") {
+        // A process of this binary holds at least a megabyte (its table's
+        // parts alone are 8 MiB of slots, faulted in).
+        assert!(c.peaks.iter().all(|p| p.is_some_and(|b| b > 1 << 20)), "{:?}", c.peaks);
+    }
 }

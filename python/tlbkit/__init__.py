@@ -279,7 +279,7 @@ def check(
     ``ray_search="sharded"``: each state is owned by one actor, which alone
     holds it; a worker that reaches another's state claims it from its owner
     and explores it only if the owner admits it, so nothing is explored twice
-    for want of knowledge and memory per node is the total over the nodes; a
+    for want of knowledge and each node holds only its part of the visited set; a
     node lost costs the search since its last snapshot, from which the driver
     goes on by itself (``checkpoint`` takes them; ``tlbkit check --resume
     DIR`` goes on from one on any number of nodes); without ``checkpoint``

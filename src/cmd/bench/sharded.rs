@@ -13,7 +13,9 @@
 //! count the starts), and what sharding sent: claims, the claims admitted (each
 //! a parked execution replayed), the visits pruned by what owners had said
 //! (`known`), bytes per state, and the largest node's share of the states
-//! (memory per node follows it). The states must be the same, or it fails.
+//! (its share of the visited set). The states must be the same, or it fails.
+//! With `--processes`, the largest node process's peak memory, against that
+//! of one node process holding the whole search.
 //!
 //! With `--tcp` the nodes are those of `tlbkit check --ray-search sharded`
 //! (`tlbkit_check::run::shards`), each with its courier, joined over
@@ -79,10 +81,15 @@ struct Row {
     traffic: Option<Traffic>,
     /// Bytes the nodes sent each other.
     bytes: u64,
+    /// Each node process's peak memory (empty unless `--processes`).
+    peaks: Vec<Option<u64>>,
     jobs_s: f64,
     jobs_executions: u64,
     jobs_steps: u64,
 }
+
+/// Bytes in a MiB.
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// Runs `tlbkit bench sharded`.
 pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
@@ -99,24 +106,30 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
     let spec = super::rounds::standard_spec(&a.policy)?;
-    // Over TCP each of n nodes has --jobs / n workers (at least one); in
-    // process, --jobs are dealt round the nodes (at least one each).
+    // Over TCP each of n nodes has --jobs / n workers (at least one).
     let per_node = |n: usize| (jobs / n).max(1);
-    let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
     let (jobs_s, jobs_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
+    // With --processes, one node of every worker, a process of its own: the
+    // memory of the whole visited set, which each of n nodes should hold 1/n of.
+    let one_peak = if a.processes {
+        let command = |me| node_command(&spec, me, 1, jobs);
+        tlbkit_check::run::piped::run_processes(&spec, 1, Duration::from_millis(10), command)?.peaks[0]
+    } else {
+        None
+    };
     let mut rows = Vec::new();
     for &n in &a.nodes {
         let (t, steps) = (Instant::now(), steps_run());
         let poll = Duration::from_millis(10);
-        let mut child_steps = 0;
+        let (mut child_steps, mut peaks) = (0, Vec::new());
         let (report, traffic, bytes) = if a.processes {
             let command = |me| node_command(&spec, me, n, per_node(n));
-            let (report, bytes, steps) = tlbkit_check::run::piped::run_processes(&spec, n, poll, command)?;
-            child_steps = steps;
-            (report, None, bytes)
+            let c = tlbkit_check::run::piped::run_processes(&spec, n, poll, command)?;
+            (child_steps, peaks) = (c.steps, c.peaks);
+            (c.report, None, c.bytes)
         } else if a.tcp {
             let (report, bytes) = tlbkit_check::run::nodes::run_local(&spec, n, per_node(n), poll)?;
             (report, None, bytes)
@@ -143,11 +156,22 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
             sharded_steps,
             traffic,
             bytes,
+            peaks,
             jobs_s,
             jobs_executions: local.explored.executions,
             jobs_steps,
         });
     }
+    print(&a, &rows, jobs, one_peak)
+}
+
+/// Prints the rows (a table, or JSON with `--format json`) for `jobs`
+/// workers; `one_peak` is one node process's peak memory (`--processes`).
+fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> Result<u8, CliError> {
+    // Over TCP each of n nodes has --jobs / n workers (at least one); in
+    // process, --jobs are dealt round the nodes (at least one each).
+    let per_node = |n: usize| (jobs / n).max(1);
+    let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let per_state = |r: &Row| r.bytes as f64 / r.states.max(1) as f64;
     // A figure of the in-process traffic, or "-" over TCP.
     let sent = |r: &Row, f: fn(&Traffic) -> String| r.traffic.as_ref().map_or_else(|| "-".into(), f);
@@ -168,6 +192,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
                     "known": r.traffic.as_ref().map(|t| t.known), "batches": r.traffic.as_ref().map(|t| t.batches),
                     "steals": r.traffic.as_ref().map(|t| t.steals), "bytes": r.bytes,
                     "node_states": r.traffic.as_ref().map(|t| &t.states),
+                    "node_peak_bytes": a.processes.then_some(&r.peaks), "one_node_peak_bytes": one_peak,
                     "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions, "jobs_steps": r.jobs_steps,
                 })
             })
@@ -189,7 +214,19 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
             a.policy, a.latency_us, a.batch
         );
     }
-    let mut t = Table::new(&[Align::Right; 11]);
+    // The largest node process's peak memory, and its ratio to one node's
+    // over the nodes (1.00x: each holds its share exactly).
+    let peak = |r: &Row| match (r.peaks.iter().flatten().max(), one_peak) {
+        (Some(&p), Some(one)) => {
+            format!("{:.1} ({:.2}x)", p as f64 / MIB, p as f64 * r.nodes as f64 / one.max(1) as f64)
+        }
+        (Some(&p), None) => format!("{:.1}", p as f64 / MIB),
+        _ => "-".into(),
+    };
+    if let Some(one) = one_peak.filter(|_| a.processes) {
+        println!("one node of {jobs} worker(s), a process of its own: peak {:.1} MiB", one as f64 / MIB);
+    }
+    let mut t = Table::new(&[Align::Right; 12]);
     t.row([
         "nodes",
         "states",
@@ -201,9 +238,10 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
         "known",
         "bytes/state",
         "largest node",
+        "peak MiB a node",
         "--jobs s",
     ]);
-    for r in &rows {
+    for r in rows {
         t.row([
             r.nodes.to_string(),
             r.states.to_string(),
@@ -215,6 +253,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
             sent(r, |t| t.known.to_string()),
             format!("{:.1}", per_state(r)),
             largest(r),
+            peak(r),
             format!("{:.2}", r.jobs_s),
         ]);
     }

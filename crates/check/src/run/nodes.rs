@@ -31,6 +31,9 @@ pub struct Ended {
     /// The steps its workers ran, where it counts them apart from the
     /// driver's process (a node in a process of its own; 0 in the driver's).
     pub steps: u64,
+    /// The most memory its process held (its peak resident set, bytes),
+    /// where the node is a process of its own and the system says.
+    pub peak: Option<u64>,
 }
 
 /// One node as a driver sees it.
@@ -78,13 +81,25 @@ pub fn drive<N: Node>(nodes: &mut [N], poll: Duration) -> Result<Vec<Ended>, Err
     Ok(ended)
 }
 
-/// The report of a search from what its nodes said at the end
-/// ([`shards::report`] of their totals), the bytes they wrote to each other
-/// and the steps they counted apart from this process.
-pub fn conclude(spec: &crate::spec::CheckSpec, ended: Vec<Ended>) -> Result<(CheckReport, u64, u64), Error> {
+/// What the nodes of a search came to ([`conclude`]).
+#[derive(Clone, Debug)]
+pub struct Concluded {
+    /// The search's report ([`shards::report`] of the nodes' totals).
+    pub report: CheckReport,
+    /// The bytes the nodes wrote to each other.
+    pub bytes: u64,
+    /// The steps they counted apart from the driver's process.
+    pub steps: u64,
+    /// Each node's [`Ended::peak`], in node order.
+    pub peaks: Vec<Option<u64>>,
+}
+
+/// The search's end from what its nodes said at theirs.
+pub fn conclude(spec: &crate::spec::CheckSpec, ended: Vec<Ended>) -> Result<Concluded, Error> {
     let (bytes, steps) = (ended.iter().map(|e| e.bytes).sum(), ended.iter().map(|e| e.steps).sum());
+    let peaks = ended.iter().map(|e| e.peak).collect();
     let totals: Vec<Totals> = ended.into_iter().map(|e| e.totals).collect();
-    Ok((shards::report(spec, &totals)?, bytes, steps))
+    Ok(Concluded { report: shards::report(spec, &totals)?, bytes, steps, peaks })
 }
 
 /// Every node's status, or None while some node has not pumped yet.
@@ -150,7 +165,7 @@ impl Node for Local {
         } else {
             self.shard.stop();
         }
-        Ok(Ended { totals: self.shard.join()?, bytes: self.courier.bytes(), steps: 0 })
+        Ok(Ended { totals: self.shard.join()?, bytes: self.courier.bytes(), steps: 0, peak: None })
     }
 }
 
@@ -192,6 +207,6 @@ pub fn run_local(
             .collect();
         started.into_iter().try_for_each(|t| t.join().expect("a courier's start does not panic"))
     })?;
-    let (report, bytes, _) = conclude(spec, drive(&mut all, poll)?)?;
-    Ok((report, bytes))
+    let c = conclude(spec, drive(&mut all, poll)?)?;
+    Ok((c.report, c.bytes))
 }

@@ -23,10 +23,9 @@
 //! a driver that goes away (its end of the pipe closed) stops the node.
 
 use super::courier::Status;
-use super::nodes::{conclude, drive, Ended, Local, Node};
+use super::nodes::{conclude, drive, Concluded, Ended, Local, Node};
 use super::shards::Totals;
 use super::Error;
-use crate::report::CheckReport;
 use crate::search::{Orders, Pumped};
 use crate::spec::CheckSpec;
 use std::io::{BufRead, BufReader, Write};
@@ -242,13 +241,36 @@ impl Node for Piped {
             let totals = words.next().and_then(unhex).and_then(|b| Totals::load(&b).ok());
             let (bytes, steps) = (words.next().and_then(|w| w.parse().ok()), words.next().and_then(|w| w.parse().ok()));
             match (totals.as_deref(), bytes, steps) {
-                (Some([totals]), Some(bytes), Some(steps)) => Ok(Ended { totals: totals.clone(), bytes, steps }),
+                (Some([totals]), Some(bytes), Some(steps)) => {
+                    Ok(Ended { totals: totals.clone(), bytes, steps, peak: None })
+                }
                 _ => Err(bad(format!("node {}'s malformed end: {rest}", self.me))),
             }
         });
-        let _ = self.child.wait();
-        ended
+        let peak = reap(&mut self.child);
+        ended.map(|e| Ended { peak, ..e })
     }
+}
+
+/// Waits for `child` to exit; returns the most memory it held (its peak
+/// resident set, in bytes) where the system says.
+fn reap(child: &mut Child) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let pid = libc::pid_t::try_from(child.id()).ok()?;
+        let mut status = 0;
+        // SAFETY: a zeroed `rusage` is a valid value for wait4 to fill.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `pid` is this process's child, not yet waited for (a node
+        // is ended once); `status` and `usage` are ours to write.
+        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if waited == pid {
+            // Linux gives the peak in KiB.
+            return u64::try_from(usage.ru_maxrss).ok().map(|k| k * 1024);
+        }
+    }
+    let _ = child.wait();
+    None
 }
 
 impl Drop for Piped {
@@ -264,13 +286,13 @@ impl Drop for Piped {
 /// each, `command(me)` starting node `me` (a process that [`serve`]s node
 /// `me` of `nodes` of `spec` with `jobs` workers), driven by this process
 /// polling every `poll`; returns the report, the bytes the nodes wrote to
-/// each other and the steps their workers ran.
+/// each other, the steps their workers ran and each process's peak memory.
 pub fn run_processes(
     spec: &CheckSpec,
     nodes: usize,
     poll: Duration,
     command: impl Fn(usize) -> Command,
-) -> Result<(CheckReport, u64, u64), Error> {
+) -> Result<Concluded, Error> {
     let mut all = Vec::with_capacity(nodes);
     for me in 0..nodes {
         all.push(Piped::spawn(me, command(me))?);

@@ -128,8 +128,26 @@ pub fn signalled() -> bool {
 
 /// Returns the identity of this binary: a hash of its executable file.
 pub fn binary_id() -> String {
-    let bytes = std::env::current_exe().and_then(std::fs::read).unwrap_or_default();
-    format!("{:016x}", xxh3_64(&bytes))
+    let hash = std::env::current_exe().and_then(|p| file_hash(&p)).unwrap_or_else(|_| xxh3_64(&[]));
+    format!("{hash:016x}")
+}
+
+/// The XXH3 hash of the file at `path`, read a piece at a time (an
+/// executable may be tens of megabytes: read whole, it would set the
+/// process's peak memory).
+fn file_hash(path: &std::path::Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(hasher.digest()),
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Returns the identity of the code running this function: a hash of the
@@ -147,8 +165,8 @@ pub fn module_id() -> String {
             let found = libc::dladdr(module_id as *const libc::c_void, &mut info) != 0 && !info.dli_fname.is_null();
             found.then(|| std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned())
         };
-        match path.and_then(|p| std::fs::read(p).ok()) {
-            Some(bytes) => format!("{:016x}", xxh3_64(&bytes)),
+        match path.and_then(|p| file_hash(p.as_ref()).ok()) {
+            Some(hash) => format!("{hash:016x}"),
             None => binary_id(),
         }
     })
@@ -515,6 +533,19 @@ mod tests {
         assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("lots").is_err() && parse_size("0").is_err() && parse_size("-1G").is_err());
+    }
+
+    #[test]
+    fn a_file_hashed_a_piece_at_a_time_hashes_as_read_whole() {
+        // Longer than a piece, and not a multiple of one: a save's identity
+        // of the code that made it must not change with how it is read.
+        let bytes: Vec<u8> = (0..200_003u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let path = std::env::temp_dir().join(format!("tlbkit-file-hash-{}", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let hashed = file_hash(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(hashed.unwrap(), xxh3_64(&bytes));
+        assert!(file_hash(std::path::Path::new("/nonexistent/tlbkit")).is_err());
     }
 
     /// Returns what `read` refused the save for.

@@ -9,8 +9,11 @@
 //! one of the table's 256 parts, and part `p` belongs to node `p mod K`), as
 //! the distributed stateful checkers do (Stern and Dill's parallel Murφ,
 //! TLC's fingerprint servers, PReach, LTSmin's distributed back end): a
-//! node's table holds only its parts, so memory per node is the total over
-//! `K`. Each node has its own workers and its own queue of subtrees.
+//! node's table holds only its parts, the visited set's total over `K`
+//! (beside it, a node holds the paths that wait for answers and workers:
+//! `bench/2026-12-04-check-sharded-memory.md` measured them as large as
+//! the half it saves). Each node has its own workers and its own queue of
+//! subtrees.
 //!
 //! **The owner decides, the discoverer explores.** A worker that reaches a
 //! state its own node owns visits it as the parallel search does. One that
