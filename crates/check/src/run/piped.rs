@@ -256,8 +256,7 @@ impl Node for Piped {
 /// resident set, in bytes) where the system says.
 fn reap(child: &mut Child) -> Option<u64> {
     #[cfg(target_os = "linux")]
-    {
-        let pid = libc::pid_t::try_from(child.id()).ok()?;
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
         let mut status = 0;
         // SAFETY: a zeroed `rusage` is a valid value for wait4 to fill.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
