@@ -73,6 +73,8 @@ pub struct ShardedArgs {
 /// One node count's figures.
 struct Row {
     nodes: usize,
+    /// Workers in all.
+    workers: usize,
     states: u64,
     sharded_s: f64,
     sharded_executions: u64,
@@ -106,8 +108,11 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
     let spec = super::rounds::standard_spec(&a.policy)?;
-    // Over TCP each of n nodes has --jobs / n workers (at least one).
+    // Over TCP each of n nodes has --jobs / n workers (at least one); in
+    // process, --jobs are dealt round the nodes (at least one each).
     let per_node = |n: usize| (jobs / n).max(1);
+    let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
+    let poll = Duration::from_millis(10);
     let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
@@ -116,14 +121,13 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
     // memory of the whole visited set, which each of n nodes should hold 1/n of.
     let one_peak = if a.processes {
         let command = |me| node_command(&spec, me, 1, jobs);
-        tlbkit_check::run::piped::run_processes(&spec, 1, Duration::from_millis(10), command)?.peaks[0]
+        tlbkit_check::run::piped::run_processes(&spec, 1, poll, command)?.peaks[0]
     } else {
         None
     };
     let mut rows = Vec::new();
     for &n in &a.nodes {
         let (t, steps) = (Instant::now(), steps_run());
-        let poll = Duration::from_millis(10);
         let (mut child_steps, mut peaks) = (0, Vec::new());
         let (report, traffic, bytes) = if a.processes {
             let command = |me| node_command(&spec, me, n, per_node(n));
@@ -150,6 +154,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
         }
         rows.push(Row {
             nodes: n,
+            workers: workers(n),
             states: report.explored.states,
             sharded_s,
             sharded_executions: report.explored.executions,
@@ -168,10 +173,6 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
 /// Prints the rows (a table, or JSON with `--format json`) for `jobs`
 /// workers; `one_peak` is one node process's peak memory (`--processes`).
 fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> Result<u8, CliError> {
-    // Over TCP each of n nodes has --jobs / n workers (at least one); in
-    // process, --jobs are dealt round the nodes (at least one each).
-    let per_node = |n: usize| (jobs / n).max(1);
-    let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let per_state = |r: &Row| r.bytes as f64 / r.states.max(1) as f64;
     // A figure of the in-process traffic, or "-" over TCP.
     let sent = |r: &Row, f: fn(&Traffic) -> String| r.traffic.as_ref().map_or_else(|| "-".into(), f);
@@ -184,7 +185,7 @@ fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> R
             .iter()
             .map(|r| {
                 serde_json::json!({
-                    "policy": a.policy, "nodes": r.nodes, "workers": workers(r.nodes), "tcp": a.tcp,
+                    "policy": a.policy, "nodes": r.nodes, "workers": r.workers, "tcp": a.tcp,
                     "processes": a.processes,
                     "latency_us": a.latency_us, "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
                     "sharded_executions": r.sharded_executions, "sharded_steps": r.sharded_steps,
@@ -223,7 +224,7 @@ fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> R
         (Some(&p), None) => format!("{:.1}", p as f64 / MIB),
         _ => "-".into(),
     };
-    if let Some(one) = one_peak.filter(|_| a.processes) {
+    if let Some(one) = one_peak {
         println!("one node of {jobs} worker(s), a process of its own: peak {:.1} MiB", one as f64 / MIB);
     }
     let mut t = Table::new(&[Align::Right; 12]);
