@@ -63,12 +63,20 @@ fn nodes_that_end_say_the_most_memory_their_processes_held() {
     let spec = tlbkit_check::CheckSpec { cpus: 2, mms: 1, pages: 1, ops: 2, ..spec };
     let token = spec_token(&spec);
     let spec = spec_of(&token).unwrap();
+    // The driver holds more memory than a node of this small search does: a
+    // node's peak is its own, not the one a process it starts inherits.
+    let held = vec![1u8; DRIVER_HOLDS];
     let c = run_processes(&spec, 2, Duration::from_millis(10), |me| node(&token, me, 2)).unwrap();
+    std::hint::black_box(&held);
     assert!(c.report.explored.complete && c.report.counterexample.is_none(), "{:?}", c.report);
     assert_eq!(c.peaks.len(), 2);
     if cfg!(target_os = "linux") {
         // A process of this binary holds at least a megabyte (its table's
         // parts alone are 8 MiB of slots, faulted in).
-        assert!(c.peaks.iter().all(|p| p.is_some_and(|b| b > 1 << 20)), "{:?}", c.peaks);
+        let own = |p: &Option<u64>| p.is_some_and(|b| b > 1 << 20 && b < DRIVER_HOLDS as u64);
+        assert!(c.peaks.iter().all(own), "{:?}", c.peaks);
     }
 }
+
+/// Bytes the driver of the test above holds while its nodes run.
+const DRIVER_HOLDS: usize = 384 << 20;

@@ -14,12 +14,13 @@
 //! | `peers A0 A1 …` (every node's)  | `started`, once every node has connected    |
 //! | `status`                        | `status none`, or `status` and ten numbers  |
 //! | `order GIVE TO WANTED HOLD`     | (nothing)                                   |
-//! | `finish` or `stop`              | `ended TOTALS BYTES STEPS`, then it exits   |
+//! | `finish` or `stop`              | `ended TOTALS BYTES STEPS PEAK`, then exits |
 //!
 //! The ten numbers of a status are the messages sent and taken in, then
 //! [`Pumped`]'s open, queued, hungry, stopped, executions, states, settled
 //! and bytes (flags as 0 or 1); `TOTALS` is [`Totals::save`] of the node's
-//! totals in hexadecimal. A node that fails says `error` and why, and exits;
+//! totals in hexadecimal; `PEAK` the most memory the node's process held
+//! ([`own_peak`], bytes; `-` where the system does not say). A node that fails says `error` and why, and exits;
 //! a driver that goes away (its end of the pipe closed) stops the node.
 
 use super::courier::Status;
@@ -87,7 +88,8 @@ fn serve_lines(
             Some(end @ ("finish" | "stop")) => {
                 let ended = node.end(end == "finish")?;
                 let totals = hex(&Totals::save(&[ended.totals]));
-                return say(format!("ended {totals} {} {}", ended.bytes, crate::exec::steps_run()));
+                let peak = own_peak().map_or("-".to_string(), |b| b.to_string());
+                return say(format!("ended {totals} {} {} {peak}", ended.bytes, crate::exec::steps_run()));
             }
             _ => return Err(bad(format!("an unknown line from the driver: {line}"))),
         }
@@ -240,36 +242,34 @@ impl Node for Piped {
             let mut words = rest.split_whitespace();
             let totals = words.next().and_then(unhex).and_then(|b| Totals::load(&b).ok());
             let (bytes, steps) = (words.next().and_then(|w| w.parse().ok()), words.next().and_then(|w| w.parse().ok()));
-            match (totals.as_deref(), bytes, steps) {
-                (Some([totals]), Some(bytes), Some(steps)) => {
-                    Ok(Ended { totals: totals.clone(), bytes, steps, peak: None })
+            let peak = match words.next() {
+                Some("-") => Some(None),
+                w => w.and_then(|w| w.parse().ok()).map(Some),
+            };
+            match (totals.as_deref(), bytes, steps, peak) {
+                (Some([totals]), Some(bytes), Some(steps), Some(peak)) => {
+                    Ok(Ended { totals: totals.clone(), bytes, steps, peak })
                 }
                 _ => Err(bad(format!("node {}'s malformed end: {rest}", self.me))),
             }
         });
-        let peak = reap(&mut self.child);
-        ended.map(|e| Ended { peak, ..e })
+        // Waited for, so that its port and memory are free for what follows.
+        let _ = self.child.wait();
+        ended
     }
 }
 
-/// Waits for `child` to exit; returns the most memory it held (its peak
-/// resident set, in bytes) where the system says.
-fn reap(child: &mut Child) -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        let mut status = 0;
-        // SAFETY: a zeroed `rusage` is a valid value for wait4 to fill.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is this process's child, not yet waited for (a node
-        // is ended once); `status` and `usage` are ours to write.
-        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if waited == pid {
-            // Linux gives the peak in KiB.
-            return u64::try_from(usage.ru_maxrss).ok().map(|k| k * 1024);
-        }
-    }
-    let _ = child.wait();
-    None
+/// The most memory this process has held (its peak resident set, bytes),
+/// where the system says: Linux's `VmHWM`, the high-water mark of the
+/// process's own memory. (Not the peak `wait4` gives its parent: a process
+/// started by `posix_spawn` or `fork` then `exec` inherits, as its starting
+/// peak, that of the process that started it, which for `tlbkit bench
+/// sharded` is a whole search's table.)
+pub fn own_peak() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib * 1024)
 }
 
 impl Drop for Piped {
