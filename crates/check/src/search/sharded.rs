@@ -10,10 +10,10 @@
 //! the distributed stateful checkers do (Stern and Dill's parallel Murφ,
 //! TLC's fingerprint servers, PReach, LTSmin's distributed back end): a
 //! node's table holds only its parts, the visited set's total over `K`
-//! (beside it, a node holds the paths that wait for answers and workers:
-//! `bench/2026-12-04-check-sharded-memory.md` measured them as large as
-//! the half it saves). Each node has its own workers and its own queue of
-//! subtrees.
+//! (beside it, a node holds the paths that wait for answers and workers,
+//! kept small: [`waiting`]; `bench/2026-12-04-check-sharded-waiting.md`
+//! measures what they still hold). Each node has its own workers and its
+//! own queue of subtrees.
 //!
 //! **The owner decides, the discoverer explores.** A worker that reaches a
 //! state its own node owns visits it as the parallel search does. One that
@@ -77,8 +77,10 @@
 //! is on its way.
 
 mod node;
+mod waiting;
 
 pub use node::{Orders, Pumped, ShardNode};
+use waiting::Waiting;
 
 use super::dfs::{Dfs, Switches, PARK, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};
@@ -237,9 +239,24 @@ impl<T> Mailbox<T> {
 /// A subtree to explore; for a parked path its owner admitted, the answer
 /// that is its state's visit and the checkpoint where it was parked.
 struct Task {
-    tree: Subtree,
+    tree: Tree,
     answer: Option<u64>,
     snap: Option<Parked>,
+}
+
+/// A task's subtree: whole, or kept small while it waits ([`Waiting`]).
+enum Tree {
+    Whole(Subtree),
+    Waiting(Waiting),
+}
+
+impl Tree {
+    fn into_subtree(self) -> Subtree {
+        match self {
+            Tree::Whole(t) => t,
+            Tree::Waiting(w) => w.resume(),
+        }
+    }
 }
 
 /// One node: its part of the visited set, its queue (subtrees any worker
@@ -335,13 +352,54 @@ fn worker(id: u64) -> usize {
 }
 
 /// What one worker keeps to itself: the paths it parked (with their
-/// checkpoints, which only it can take up), its own stack of tasks:
-/// admitted parked paths on top, the subtrees it put back below them, and
-/// what it claimed of other nodes' states.
+/// checkpoints, which only it can take up), the parked paths their owners
+/// admitted, the subtrees it put back to take those up first, and what it
+/// claimed of other nodes' states.
 struct Local {
-    parked: HashMap<u64, (Subtree, Option<Parked>)>,
-    stack: Vec<Task>,
+    parked: HashMap<u64, (Waiting, Option<Parked>)>,
+    /// Admitted parked paths, the newest last, each with its answer and
+    /// checkpoint: taken up before any subtree put back.
+    admitted: Vec<(Waiting, u64, Option<Parked>)>,
+    /// Subtrees put back, the newest last, to go on with once the admitted
+    /// paths are explored.
+    put_back: Vec<Tree>,
+    /// How many of the oldest in `put_back` wait kept small
+    /// ([`Local::put_back`]).
+    cold: usize,
     known: Known,
+}
+
+/// The subtrees put back most recently that wait whole; older ones wait
+/// kept small ([`Waiting`]). The newest are taken up again soon, mostly
+/// (when the admitted paths explored meanwhile end), so keeping them whole
+/// spares a copy each; the older ones, which a worker may hold by the
+/// thousand, would otherwise hold most of a node's memory.
+const HOT: usize = 64;
+
+impl Local {
+    /// Puts subtree `t` back, to go on with once the admitted paths are
+    /// explored; those put back more than [`HOT`] before it are kept small.
+    fn put_back(&mut self, t: Subtree) {
+        self.put_back.push(Tree::Whole(t));
+        while self.cold + HOT < self.put_back.len() {
+            let tree = &mut self.put_back[self.cold];
+            if let Tree::Whole(t) = std::mem::replace(tree, Tree::Whole(Subtree::below(Vec::new(), Vec::new()))) {
+                *tree = Tree::Waiting(Waiting::of(t));
+            }
+            self.cold += 1;
+        }
+    }
+
+    /// Takes its next task: the newest admitted path, else the newest
+    /// subtree put back.
+    fn pop(&mut self) -> Option<Task> {
+        if let Some((tree, a, snap)) = self.admitted.pop() {
+            return Some(Task { tree: Tree::Waiting(tree), answer: Some(a), snap });
+        }
+        let tree = self.put_back.pop()?;
+        self.cold = self.cold.min(self.put_back.len());
+        Some(Task { tree, answer: None, snap: None })
+    }
 }
 
 impl Search {
@@ -418,12 +476,13 @@ impl Search {
     /// meanwhile (another node's workers may still wait for answers).
     fn rest(&self, n: usize, local: &mut Local, me: &mut Visitor<'_>) {
         let node = self.node(n);
-        for t in local.stack.drain(..) {
-            match t.answer {
-                Some(a) => node.kept.lock().expect("no worker panicked holding a queue").push((t.tree, a)),
-                None => node.work.lock().expect("no worker panicked holding a queue").push(t.tree),
-            }
-        }
+        local.cold = 0;
+        let mut kept = node.kept.lock().expect("no worker panicked holding a queue");
+        kept.extend(local.admitted.drain(..).map(|(tree, a, _)| (tree.resume(), a)));
+        drop(kept);
+        let mut work = node.work.lock().expect("no worker panicked holding a queue");
+        work.extend(local.put_back.drain(..).map(Tree::into_subtree));
+        drop(work);
         let x = self.wire.as_ref().expect("only a shard node holds");
         x.resting.fetch_add(1, SeqCst);
         while x.hold.load(SeqCst) && !self.stop.load(Relaxed) {
@@ -462,14 +521,14 @@ impl Search {
     fn receive(&self, w: usize, local: &mut Local) {
         for batch in self.inbox(w).due() {
             let closed = batch.len() as u64;
-            let before = local.stack.len();
+            let before = local.admitted.len();
             for a in batch {
                 let (tree, snap) = local.parked.remove(&a.id).expect("an answer to a parked path");
                 if let Some(skip) = a.skip {
-                    local.stack.push(Task { tree, answer: Some(skip), snap });
+                    local.admitted.push((tree, skip, snap));
                 }
             }
-            let k = (local.stack.len() - before) as u64;
+            let k = (local.admitted.len() - before) as u64;
             self.counts.admitted.fetch_add(k, Relaxed);
             // The others stop at a state seen before: cut short there.
             self.pruned.fetch_add(closed - k, Relaxed);
@@ -483,13 +542,13 @@ impl Search {
     /// its node's newest subtree, else the oldest of another node's (a
     /// steal, sent whole).
     fn take(&self, n: usize, local: &mut Local) -> Option<Task> {
-        if let Some(t) = local.stack.pop() {
+        if let Some(t) = local.pop() {
             return Some(t);
         }
         if let Some((tree, a)) = self.node(n).kept.lock().expect("no worker panicked holding a queue").pop() {
-            return Some(Task { tree, answer: Some(a), snap: None });
+            return Some(Task { tree: Tree::Whole(tree), answer: Some(a), snap: None });
         }
-        let task = |tree| Task { tree, answer: None, snap: None };
+        let task = |tree| Task { tree: Tree::Whole(tree), answer: None, snap: None };
         if let Some(t) = self.node(n).work.lock().expect("no worker panicked holding a queue").pop() {
             return Some(task(t));
         }
@@ -637,7 +696,8 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
     let n = w % s.k;
     let mut me = s.node(n).table.visitor();
     let mut out = Outbox { claims: vec![Vec::new(); s.k], since: None };
-    let mut local = Local { parked: HashMap::new(), stack: Vec::new(), known: Known::new() };
+    let mut local =
+        Local { parked: HashMap::new(), admitted: Vec::new(), put_back: Vec::new(), cold: 0, known: Known::new() };
     let mut idle = 0u32;
     let done = |local: &Local| s.counts.known.fetch_add(local.known.hits, Relaxed);
     loop {
@@ -710,7 +770,8 @@ impl At<'_, '_> {
         switches: Switches,
     ) -> bool {
         let s = self.s;
-        let Task { tree: mut t, mut answer, mut snap } = task;
+        let Task { tree, mut answer, mut snap } = task;
+        let mut t = tree.into_subtree();
         let k = s.k;
         let states = || s.states();
         let mut tally = Tally::new(&s.executions, &s.pruned, &states);
@@ -770,10 +831,8 @@ impl At<'_, '_> {
             s.serve(self.n, self.me);
             s.receive(self.w, self.local);
             self.out.flush_old(s);
-            if s.holding() || self.local.stack.last().is_some_and(|t| t.answer.is_some()) {
-                let stack = &mut self.local.stack;
-                let below = stack.iter().rposition(|t| t.answer.is_none()).map_or(0, |i| i + 1);
-                stack.insert(below, Task { tree: t, answer: None, snap: None });
+            if s.holding() || !self.local.admitted.is_empty() {
+                self.local.put_back(t);
                 done = false;
                 break;
             }
@@ -793,17 +852,12 @@ impl At<'_, '_> {
     /// the state from its owner.
     fn park(&mut self, mut claim: Claim, choices: &[super::Choice], nodes: &[super::dfs::Node], snap: Option<Parked>) {
         let s = self.s;
-        debug_assert_eq!(nodes.len(), choices.len(), "a parked path's choices and nodes disagree");
         claim.id = (s.next_id.fetch_add(1, Relaxed) << WORKER_BITS) | self.w as u64;
         let o = owner(claim.state, s.k);
         // Counted before its claim can be answered.
         s.open.fetch_add(1, SeqCst);
         s.counts.claims.fetch_add(1, Relaxed);
-        // With room for the choices and nodes its subtree adds, so that they
-        // are not moved as it grows.
-        let mut stack = Vec::with_capacity(choices.len() + ROOM);
-        stack.extend_from_slice(choices);
-        let path = Subtree::below(stack, parked_nodes(choices, nodes));
+        let path = Waiting::parked(choices, nodes);
         self.local.parked.insert(claim.id, (path, snap));
         self.out.claims[o].push(claim);
         self.out.since.get_or_insert_with(Instant::now);
@@ -813,23 +867,40 @@ impl At<'_, '_> {
     }
 }
 
-/// The choices a parked path's vectors have room for past its own.
-const ROOM: usize = 32;
-
-/// What a parked path keeps of its nodes: the last scheduling choice's (the
-/// state's sleep set comes from its footprint and what it had asleep), the
-/// others empty. Its replay reads no other (its choices are forced, and
-/// nothing above its root is explored again).
-fn parked_nodes(choices: &[super::Choice], nodes: &[super::dfs::Node]) -> Vec<super::dfs::Node> {
-    let last = choices.iter().rposition(|c| c.point == super::ChoiceKind::Sched);
-    let mut out = Vec::with_capacity(nodes.len() + ROOM);
-    out.extend((0..nodes.len()).map(|i| if Some(i) == last { nodes[i].clone() } else { Default::default() }));
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::Known;
+    use super::waiting::tests::{same, subtree};
+    use super::{Known, Local, Tree, HOT};
+    use std::collections::HashMap;
+
+    #[test]
+    fn put_back_subtrees_below_the_newest_wait_small_and_come_back_whole() {
+        let mut local =
+            Local { parked: HashMap::new(), admitted: Vec::new(), put_back: Vec::new(), cold: 0, known: Known::new() };
+        let n = HOT as u32 + 40;
+        for i in 0..n {
+            local.put_back(subtree(i, 12, 8));
+        }
+        let small = |l: &Local| l.put_back.iter().filter(|t| matches!(t, Tree::Waiting(_))).count();
+        assert_eq!((local.cold, small(&local)), (40, 40));
+        // Take up the ten newest and put five back: the older ones stay small,
+        // the newest stay whole.
+        for _ in 0..10 {
+            local.pop();
+        }
+        for i in 0..5 {
+            local.put_back(subtree(1000 + i, 12, 8));
+        }
+        assert_eq!((local.cold, small(&local)), (40, 40));
+        // Each comes back as it was put back, the newest first.
+        let expected = (1000..1005).rev().chain((0..n - 10).rev());
+        for i in expected {
+            let t = local.pop().expect("a task for each put back").tree.into_subtree();
+            assert!(same(&t, &subtree(i, 12, 8)), "subtree {i}");
+        }
+        assert!(local.pop().is_none());
+        assert_eq!(local.cold, 0);
+    }
 
     #[test]
     fn a_state_claimed_with_a_mask_is_settled_for_every_wider_one_and_no_other() {
