@@ -20,8 +20,9 @@
 //! [`Pumped`]'s open, queued, hungry, stopped, executions, states, settled
 //! and bytes (flags as 0 or 1); `TOTALS` is [`Totals::save`] of the node's
 //! totals in hexadecimal; `PEAK` the most memory the node's process held
-//! ([`own_peak`], bytes; `-` where the system does not say). A node that fails says `error` and why, and exits;
-//! a driver that goes away (its end of the pipe closed) stops the node.
+//! ([`own_peak`], bytes; `-` where the system does not say). A node that
+//! fails says `error` and why, and exits; a driver that goes away (its end
+//! of the pipe closed) stops the node.
 
 use super::courier::Status;
 use super::nodes::{conclude, drive, Concluded, Ended, Local, Node};

@@ -477,12 +477,10 @@ impl Search {
     fn rest(&self, n: usize, local: &mut Local, me: &mut Visitor<'_>) {
         let node = self.node(n);
         local.cold = 0;
-        let mut kept = node.kept.lock().expect("no worker panicked holding a queue");
-        kept.extend(local.admitted.drain(..).map(|(tree, a, _)| (tree.resume(), a)));
-        drop(kept);
-        let mut work = node.work.lock().expect("no worker panicked holding a queue");
-        work.extend(local.put_back.drain(..).map(Tree::into_subtree));
-        drop(work);
+        let admitted = local.admitted.drain(..).map(|(tree, a, _)| (tree.resume(), a));
+        node.kept.lock().expect("no worker panicked holding a queue").extend(admitted);
+        let put_back = local.put_back.drain(..).map(Tree::into_subtree);
+        node.work.lock().expect("no worker panicked holding a queue").extend(put_back);
         let x = self.wire.as_ref().expect("only a shard node holds");
         x.resting.fetch_add(1, SeqCst);
         while x.hold.load(SeqCst) && !self.stop.load(Relaxed) {

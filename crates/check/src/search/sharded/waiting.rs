@@ -50,7 +50,7 @@ impl Waiting {
             frozen: choices.len(),
             ends,
             nodes: nodes.len(),
-            above: last_sched(choices, nodes, choices.len()),
+            above: last_sched(choices).and_then(|i| nodes.get(i).map(|n| (i, n.clone()))),
             below: Vec::new(),
         }
     }
@@ -60,10 +60,7 @@ impl Waiting {
         let Subtree { stack, frozen, ends, mut nodes } = t;
         let root = frozen.min(nodes.len());
         let below = nodes.split_off(root);
-        let above = stack[..root]
-            .iter()
-            .rposition(|c| c.point == ChoiceKind::Sched)
-            .map(|i| (i, std::mem::take(&mut nodes[i])));
+        let above = last_sched(&stack[..root]).map(|i| (i, std::mem::take(&mut nodes[i])));
         Waiting { stack, frozen, ends, nodes: root + below.len(), above, below }
     }
 
@@ -82,11 +79,10 @@ impl Waiting {
     }
 }
 
-/// The last scheduling choice among the first `root` of `choices` that has
-/// a node, with a copy of its node.
-fn last_sched(choices: &[Choice], nodes: &[Node], root: usize) -> Option<(usize, Node)> {
-    let i = choices[..root.min(choices.len())].iter().rposition(|c| c.point == ChoiceKind::Sched)?;
-    nodes.get(i).map(|n| (i, n.clone()))
+/// Where the last scheduling choice of `choices` is: the one node above a
+/// subtree's root that a replay reads.
+fn last_sched(choices: &[Choice]) -> Option<usize> {
+    choices.iter().rposition(|c| c.point == ChoiceKind::Sched)
 }
 
 #[cfg(test)]
