@@ -316,14 +316,6 @@ fn interrupted(p: &tlbkit_check::progress::Snapshot, shapes: &[String], seconds:
     std::process::exit(130);
 }
 
-/// Returns the bytes of memory the process holds (`VmRSS` in
-/// `/proc/self/status`), where the system says.
-fn resident() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().strip_suffix("kB")?.trim();
-    kb.parse::<u64>().ok().map(|k| k << 10)
-}
-
 /// Returns `bytes` in MiB, or GiB from 10 GiB, with one decimal.
 fn mib(bytes: u64) -> String {
     let b = bytes as f64;
@@ -372,7 +364,9 @@ impl Live {
                         (n, k) if k > 0 => format!("shape {k}/{n}: {}", shapes[k - 1]),
                         (n, _) => format!("a portfolio of {n} shapes"),
                     };
-                    let memory = resident().map(|b| format!(", {} resident", mib(b))).unwrap_or_default();
+                    let memory = tlbkit_host::memory::resident_bytes()
+                        .map(|b| format!(", {} resident", mib(b)))
+                        .unwrap_or_default();
                     bar.set_message(format!("{} executions{states}, {rate:.0}/s{memory}; {shape}", p.executions));
                     std::thread::sleep(std::time::Duration::from_millis(200));
                 }
@@ -637,15 +631,12 @@ fn emit(r: &CheckReport, json: bool, verbose: bool) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mib, resident};
+    use super::mib;
 
     #[test]
     fn memory_reads_in_mib_then_gib() {
         assert_eq!(mib(3 << 20), "3.0 MiB");
         assert_eq!(mib(9 << 30), "9216.0 MiB");
         assert_eq!(mib(12 << 30), "12.0 GiB");
-        if cfg!(target_os = "linux") {
-            assert!(resident().is_some_and(|b| b > 1 << 20), "a test process holds more than a MiB");
-        }
     }
 }

@@ -76,10 +76,12 @@
 //!
 //! Layout: `error.rs` ([`Error`]); `topology/` (the `/sys` and
 //! `/proc/cpuinfo` parser, CPU lists, `uname`); `bench/` (the
-//! microbenchmarks: see [`mod@bench`]).
+//! microbenchmarks: see [`mod@bench`]); `memory.rs` (this process's own
+//! memory, for the commands that report it).
 
 pub mod bench;
 mod error;
+pub mod memory;
 pub mod topology;
 
 pub use bench::{check_cpus, measure, Bench, Cpus, Effort, Measurement};

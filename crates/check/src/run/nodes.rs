@@ -32,7 +32,7 @@ pub struct Ended {
     /// driver's process (a node in a process of its own; 0 in the driver's).
     pub steps: u64,
     /// The most memory its process held (its peak resident set, bytes, as
-    /// the process reads it of itself: [`super::piped::own_peak`]), where
+    /// the process reads it of itself: [`tlbkit_host::memory::peak_bytes`]), where
     /// the node is a process of its own and the system says.
     pub peak: Option<u64>,
 }

@@ -20,7 +20,7 @@
 //! [`Pumped`]'s open, queued, hungry, stopped, executions, states, settled
 //! and bytes (flags as 0 or 1); `TOTALS` is [`Totals::save`] of the node's
 //! totals in hexadecimal; `PEAK` the most memory the node's process held
-//! ([`own_peak`], bytes; `-` where the system does not say). A node that
+//! ([`tlbkit_host::memory::peak_bytes`], bytes; `-` where the system does not say). A node that
 //! fails says `error` and why, and exits; a driver that goes away (its end
 //! of the pipe closed) stops the node.
 
@@ -89,7 +89,7 @@ fn serve_lines(
             Some(end @ ("finish" | "stop")) => {
                 let ended = node.end(end == "finish")?;
                 let totals = hex(&Totals::save(&[ended.totals]));
-                let peak = own_peak().map_or("-".to_string(), |b| b.to_string());
+                let peak = tlbkit_host::memory::peak_bytes().map_or("-".to_string(), |b| b.to_string());
                 return say(format!("ended {totals} {} {} {peak}", ended.bytes, crate::exec::steps_run()));
             }
             _ => return Err(bad(format!("an unknown line from the driver: {line}"))),
@@ -258,19 +258,6 @@ impl Node for Piped {
         let _ = self.child.wait();
         ended
     }
-}
-
-/// The most memory this process has held (its peak resident set, bytes),
-/// where the system says: Linux's `VmHWM`, the high-water mark of the
-/// process's own memory. (Not the peak `wait4` gives its parent: a process
-/// started by `posix_spawn` or `fork` then `exec` inherits, as its starting
-/// peak, that of the process that started it, which for `tlbkit bench
-/// sharded` is a whole search's table.)
-pub fn own_peak() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
-    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    Some(kib * 1024)
 }
 
 impl Drop for Piped {

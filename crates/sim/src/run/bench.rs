@@ -109,20 +109,6 @@ pub struct ScaleRow {
     pub command: String,
 }
 
-/// Resets the process's peak resident set size, returning whether the host
-/// allows it (Linux 4.0 and later: `5` to `/proc/self/clear_refs`).
-fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-/// Returns the process's peak resident set size in KiB (`VmHWM` of
-/// `/proc/self/status`), where the host reports it.
-fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 /// Returns the specs `tlbkit bench --cpus` runs, CPU count by CPU count (in the
 /// order given) and workload by workload, after checking every one of them (so
 /// that bad input fails before anything runs). `workloads` empty means
@@ -176,7 +162,7 @@ pub fn bench_scale(specs: &[RunSpec], mut progress: impl FnMut(&RunSpec)) -> Res
     let mut rows: Vec<ScaleRow> = Vec::with_capacity(specs.len());
     for spec in specs {
         progress(spec);
-        let can_reset = reset_peak_rss();
+        let can_reset = tlbkit_host::memory::reset_peak();
         let mut runs = vec![bench(spec, 1)?];
         let mut total = runs[0].wall_s;
         while runs[0].wall_s < 1.0 && runs.len() < MAX_SHORT_RUNS && (runs.len() < 3 || total < 1.0) {
@@ -186,7 +172,8 @@ pub fn bench_scale(specs: &[RunSpec], mut progress: impl FnMut(&RunSpec)) -> Res
         }
         runs.sort_by(|a, b| a.events_per_sec.total_cmp(&b.events_per_sec));
         let b = runs[runs.len() / 2];
-        let peak = if can_reset { peak_rss_kib().map(|k| k as f64 / 1024.0) } else { None };
+        let peak =
+            if can_reset { tlbkit_host::memory::peak_bytes().map(|b| b as f64 / f64::from(1 << 20)) } else { None };
         let first = rows.iter().find(|r| r.workload == spec.workload).map_or(b.events_per_sec, |r| r.events_per_sec);
         rows.push(ScaleRow {
             workload: spec.workload.clone(),
