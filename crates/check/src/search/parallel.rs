@@ -742,9 +742,13 @@ pub(super) fn split_off(t: &mut Subtree) -> Vec<Subtree> {
     let mut given = Vec::new();
     let mut k = t.stack[i].taken;
     while let Some(j) = node.next_option(k, t.ends[i]) {
-        let mut root = t.stack[..i].to_vec();
+        // Exactly as long as the root: a subtree given away may wait in a
+        // queue among thousands (it gets room when it is explored).
+        let mut root = Vec::with_capacity(i + 1);
+        root.extend_from_slice(&t.stack[..i]);
         root.push(Choice { taken: j, ..t.stack[i] });
-        let mut nodes = t.nodes[..i].to_vec();
+        let mut nodes = Vec::with_capacity(i + 1);
+        nodes.extend_from_slice(&t.nodes[..i]);
         nodes.push(node.clone());
         given.push(Subtree::below(root, nodes));
         k = j;
@@ -965,6 +969,8 @@ mod tests {
         assert_eq!(given.len(), 1);
         assert_eq!(given[0].stack, [Choice { point: ChoiceKind::Sched, n: 2, taken: 1 }]);
         assert_eq!(given[0].nodes[0].done, [(0, Foot::global())]);
+        let (root, nodes) = (&given[0].stack, &given[0].nodes);
+        assert!(root.capacity() == 1 && nodes.capacity() == 1, "a subtree given away holds no room while it waits");
         assert_eq!(t.ends, [1, 2], "the load's other value stays here");
         assert!(split_off(&mut t).is_empty());
     }

@@ -55,9 +55,14 @@ impl Waiting {
         }
     }
 
-    /// `t`, put down to wait.
+    /// `t`, put down to wait: its choices and ends without the room a live
+    /// path's buffers have (a run's choices come in a buffer of room for
+    /// hundreds, a few kilobytes that a worker's thousands of waiting
+    /// subtrees would otherwise hold; [`Waiting::resume`] gives room back).
     pub(super) fn of(t: Subtree) -> Waiting {
-        let Subtree { stack, frozen, ends, mut nodes } = t;
+        let Subtree { mut stack, frozen, mut ends, mut nodes } = t;
+        stack.shrink_to_fit();
+        ends.shrink_to_fit();
         let root = frozen.min(nodes.len());
         let below = nodes.split_off(root);
         let above = last_sched(&stack[..root]).map(|i| (i, std::mem::take(&mut nodes[i])));
@@ -128,6 +133,16 @@ pub(super) mod tests {
             assert!(same(&back, &t), "{len} choices, root {frozen}");
             assert!(back.nodes.capacity() >= len + ROOM, "room to grow");
         }
+    }
+
+    #[test]
+    fn a_subtree_waits_without_its_buffers_room() {
+        let mut t = subtree(1, 12, 8);
+        t.stack.reserve_exact(256);
+        t.ends.reserve_exact(256);
+        let w = Waiting::of(t.clone());
+        assert!(w.stack.capacity() < 256 && w.ends.capacity() < 256, "{} {}", w.stack.capacity(), w.ends.capacity());
+        assert!(same(&w.resume(), &t));
     }
 
     #[test]
