@@ -22,7 +22,7 @@ fn every_node_count_reaches_the_same_states_and_verdict_as_one_thread() {
         let one = check(&s).unwrap();
         assert!(one.explored.complete && one.counterexample.is_none(), "{policy}: {one:?}");
         for (nodes, jobs, latency_us, batch) in [(1, 1, 0, 64), (2, 2, 0, 64), (3, 3, 200, 16), (2, 3, 50, 1)] {
-            let link = Link { latency: Duration::from_micros(latency_us), batch };
+            let link = Link { latency: Duration::from_micros(latency_us), batch, ..Link::default() };
             let (r, traffic) = check_exhaustive_sharded(&s, nodes, jobs, link).unwrap();
             let what = format!("{policy} with {nodes} node(s) of {jobs} worker(s) in all, {link:?}");
             assert!(r.explored.complete, "{what}: incomplete");
@@ -65,12 +65,32 @@ fn within_one_threads_executions(r: &CheckReport, one: &CheckReport, what: &str)
 }
 
 #[test]
+fn a_window_bounds_the_paths_that_wait_and_changes_no_state() {
+    let s = common::small_spec("x86-linux-pcid", 1, 2);
+    let one = check(&s).unwrap();
+    // Answers that come late (a millisecond) and a window of four paths.
+    for window in [4, tlbkit_check::search::WINDOW] {
+        let link = Link { latency: Duration::from_millis(1), batch: 16, window };
+        let (r, traffic) = check_exhaustive_sharded(&s, 2, 2, link).unwrap();
+        let what = format!("window {window}");
+        assert!(r.explored.complete && r.counterexample.is_none(), "{what}: {r:?}");
+        assert_eq!(r.explored.states, one.explored.states, "{what}: states differ from one thread's");
+        assert!(traffic.most_waiting as usize <= window, "{what}: {traffic:?}");
+        if window == 4 {
+            assert_eq!(traffic.most_waiting, 4, "the window is reached: {traffic:?}");
+        } else {
+            assert!(traffic.most_waiting > 4, "without a small window more paths wait: {traffic:?}");
+        }
+    }
+}
+
+#[test]
 fn a_violation_is_reported_from_a_workers_path_and_replays() {
     // The catalogued finding (window 1) of FreeBSD's arm64 ASID reset.
     let s = common::small_spec("arm64-freebsd-asid", 1, 6);
     let one = check(&s).unwrap().counterexample.expect("the finding is found");
     for (nodes, jobs) in [(2, 2), (3, 3)] {
-        let link = Link { latency: Duration::from_micros(100), batch: 8 };
+        let link = Link { latency: Duration::from_micros(100), batch: 8, ..Link::default() };
         let (r, _) = check_exhaustive_sharded(&s, nodes, jobs, link).unwrap();
         let c = r.counterexample.unwrap_or_else(|| panic!("{nodes} nodes: the finding is not found"));
         assert_eq!(c.property, one.property, "{nodes} nodes");

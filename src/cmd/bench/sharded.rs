@@ -13,7 +13,9 @@
 //! count the starts), and what sharding sent: claims, the claims admitted (each
 //! a parked execution replayed), the visits pruned by what owners had said
 //! (`known`), bytes per state, and the largest node's share of the states
-//! (its share of the visited set). The states must be the same, or it fails.
+//! (its share of the visited set); its JSON also gives the most paths one
+//! worker kept waiting at once (`most_waiting`). The states must be the
+//! same, or it fails.
 //! With `--processes`, the largest node process's peak memory, against that
 //! of one node process holding the whole search.
 //!
@@ -113,7 +115,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
     let per_node = |n: usize| (jobs / n).max(1);
     let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let poll = Duration::from_millis(10);
-    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
+    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch, ..Link::default() };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
     let (jobs_s, jobs_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
@@ -193,6 +195,7 @@ fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> R
                     "known": r.traffic.as_ref().map(|t| t.known), "batches": r.traffic.as_ref().map(|t| t.batches),
                     "steals": r.traffic.as_ref().map(|t| t.steals), "bytes": r.bytes,
                     "node_states": r.traffic.as_ref().map(|t| &t.states),
+                    "most_waiting": r.traffic.as_ref().map(|t| t.most_waiting),
                     "node_peak_bytes": a.processes.then_some(&r.peaks), "one_node_peak_bytes": one_peak,
                     "jobs": jobs, "jobs_s": r.jobs_s, "jobs_executions": r.jobs_executions, "jobs_steps": r.jobs_steps,
                 })

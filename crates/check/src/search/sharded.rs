@@ -39,6 +39,18 @@
 //! costs is the replay of each admitted parked path (more steps) and the
 //! time claims and answers travel.
 //!
+//! **A window of waiting paths.** A parked path waits with its checkpoint
+//! (some 11 KB), and how many wait depends on how late the answers come,
+//! not on the search: without a bound, a node process of `arm64-linux`'s
+//! standard bounds (two nodes) peaked at 75 to 114 MiB over eight runs of
+//! one build. So a worker keeps at
+//! most [`Link::window`] paths waiting ([`WINDOW`] by default), parked or
+//! admitted: at the window it parks no more, puts its subtree back, takes
+//! up what was admitted, and with nothing admitted waits for answers
+//! (still answering claims and sending its own), as a sender with a window
+//! of unacknowledged messages does. Every claim is still answered and
+//! every admitted path taken up, so the states are the same.
+//!
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
 //! left asleep), so after a claim with `asleep` the owner's mask is within
@@ -101,11 +113,14 @@ pub struct Link {
     /// sends fewer when it waits for work, or when the oldest has waited
     /// [`Link::latency`] or 100 µs, the longer).
     pub batch: usize,
+    /// The most paths a worker keeps waiting with their checkpoints (see
+    /// [`WINDOW`], the default).
+    pub window: usize,
 }
 
 impl Default for Link {
     fn default() -> Self {
-        Link { latency: Duration::ZERO, batch: 256 }
+        Link { latency: Duration::ZERO, batch: 256, window: WINDOW }
     }
 }
 
@@ -125,6 +140,9 @@ pub struct Traffic {
     pub steals: u64,
     /// Bytes of claims, answers and stolen subtrees, as encoded.
     pub bytes: u64,
+    /// The most paths one worker kept waiting at once, parked or admitted
+    /// (at most [`Link::window`]).
+    pub most_waiting: u64,
     /// The states each node owns at the end.
     pub states: Vec<u64>,
 }
@@ -290,6 +308,7 @@ struct Counts {
     batches: AtomicU64,
     steals: AtomicU64,
     bytes: AtomicU64,
+    most_waiting: AtomicU64,
 }
 
 /// A node in a process of its own ([`ShardNode`]): which it is, and what
@@ -367,6 +386,8 @@ struct Local {
     /// ([`Local::put_back`]).
     cold: usize,
     known: Known,
+    /// The most paths it kept waiting at once.
+    most: usize,
 }
 
 /// The subtrees put back most recently that wait whole; older ones wait
@@ -376,7 +397,32 @@ struct Local {
 /// thousand, would otherwise hold most of a node's memory.
 const HOT: usize = 64;
 
+/// The most paths a worker keeps waiting with their checkpoints (parked
+/// for an answer, or admitted and not yet taken up). At the window it parks
+/// no more: it puts its subtree back, takes up the admitted paths, and with
+/// none waits for answers (answering claims meanwhile), as a sender with a
+/// window of unacknowledged messages does. Without it what waits grows with
+/// how late the answers come (see the module documentation); with it a
+/// worker's checkpoints hold at most the window's (some 11 KB each).
+pub const WINDOW: usize = 512;
+
 impl Local {
+    fn new() -> Self {
+        Local {
+            parked: HashMap::new(),
+            admitted: Vec::new(),
+            put_back: Vec::new(),
+            cold: 0,
+            known: Known::new(),
+            most: 0,
+        }
+    }
+
+    /// Whether its waiting paths fill a window of `window`.
+    fn full(&self, window: usize) -> bool {
+        self.parked.len() + self.admitted.len() >= window
+    }
+
     /// Puts subtree `t` back, to go on with once the admitted paths are
     /// explored; those put back more than [`HOT`] before it are kept small.
     fn put_back(&mut self, t: Subtree) {
@@ -411,7 +457,7 @@ impl Search {
             k,
             nodes: (0..here).map(|_| Node::new(fp)).collect(),
             answers: (0..workers).map(|_| Mailbox::new()).collect(),
-            link: Link { batch: link.batch.max(1), ..link },
+            link: Link { batch: link.batch.max(1), window: link.window.max(1), ..link },
             open: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -670,6 +716,7 @@ impl Search {
             batches: c.batches.load(Relaxed),
             steals: c.steals.load(Relaxed),
             bytes: c.bytes.load(Relaxed),
+            most_waiting: c.most_waiting.load(Relaxed),
             states: self.nodes.iter().map(|n| n.table.len() as u64).collect(),
         }
     }
@@ -694,10 +741,12 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
     let n = w % s.k;
     let mut me = s.node(n).table.visitor();
     let mut out = Outbox { claims: vec![Vec::new(); s.k], since: None };
-    let mut local =
-        Local { parked: HashMap::new(), admitted: Vec::new(), put_back: Vec::new(), cold: 0, known: Known::new() };
+    let mut local = Local::new();
     let mut idle = 0u32;
-    let done = |local: &Local| s.counts.known.fetch_add(local.known.hits, Relaxed);
+    let done = |local: &Local| {
+        s.counts.known.fetch_add(local.known.hits, Relaxed);
+        s.counts.most_waiting.fetch_max(local.most as u64, Relaxed);
+    };
     loop {
         if s.stop.load(Relaxed) {
             done(&local);
@@ -712,6 +761,12 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
             } else {
                 std::thread::sleep(Duration::from_micros(20));
             }
+            continue;
+        }
+        if local.full(s.link.window) && local.admitted.is_empty() {
+            // Only answers can open the window: send what is gathered.
+            out.flush(s);
+            std::thread::sleep(Duration::from_micros(20));
             continue;
         }
         if let Some(task) = s.take(n, &mut local) {
@@ -829,7 +884,7 @@ impl At<'_, '_> {
             s.serve(self.n, self.me);
             s.receive(self.w, self.local);
             self.out.flush_old(s);
-            if s.holding() || !self.local.admitted.is_empty() {
+            if s.holding() || !self.local.admitted.is_empty() || self.local.full(s.link.window) {
                 self.local.put_back(t);
                 done = false;
                 break;
@@ -857,6 +912,7 @@ impl At<'_, '_> {
         s.counts.claims.fetch_add(1, Relaxed);
         let path = Waiting::parked(choices, nodes);
         self.local.parked.insert(claim.id, (path, snap));
+        self.local.most = self.local.most.max(self.local.parked.len() + self.local.admitted.len());
         self.out.claims[o].push(claim);
         self.out.since.get_or_insert_with(Instant::now);
         if self.out.claims[o].len() >= s.link.batch {
@@ -869,12 +925,10 @@ impl At<'_, '_> {
 mod tests {
     use super::waiting::tests::{same, subtree};
     use super::{Known, Local, Tree, HOT};
-    use std::collections::HashMap;
 
     #[test]
     fn put_back_subtrees_below_the_newest_wait_small_and_come_back_whole() {
-        let mut local =
-            Local { parked: HashMap::new(), admitted: Vec::new(), put_back: Vec::new(), cold: 0, known: Known::new() };
+        let mut local = Local::new();
         let n = HOT as u32 + 40;
         for i in 0..n {
             local.put_back(subtree(i, 12, 8));
