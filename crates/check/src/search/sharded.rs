@@ -43,12 +43,11 @@
 //! (some 11 KB), and how many wait depends on how late the answers come,
 //! not on the search: without a bound, a node process of `arm64-linux`'s
 //! standard bounds (two nodes) peaked at 75 to 114 MiB over eight runs of
-//! one build. So a worker keeps at
-//! most [`Link::window`] paths waiting ([`WINDOW`] by default), parked or
-//! admitted: at the window it parks no more, puts its subtree back, takes
-//! up what was admitted, and with nothing admitted waits for answers
-//! (still answering claims and sending its own), as a sender with a window
-//! of unacknowledged messages does. Every claim is still answered and
+//! one build. So a worker keeps at most [`Link::window`] paths waiting
+//! ([`WINDOW`] by default), parked or admitted: at the window it parks no
+//! more, puts its subtree back, takes up what was admitted, and with
+//! nothing admitted waits for answers (still answering claims and sending
+//! its own), as a sender with a window of unacknowledged messages does. Every claim is still answered and
 //! every admitted path taken up, so the states are the same.
 //!
 //! **What an owner said, remembered.** A state's mask in its owner's table
