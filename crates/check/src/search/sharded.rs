@@ -47,8 +47,9 @@
 //! ([`WINDOW`] by default), parked or admitted: at the window it parks no
 //! more, puts its subtree back, takes up what was admitted, and with
 //! nothing admitted waits for answers (still answering claims and sending
-//! its own), as a sender with a window of unacknowledged messages does. Every claim is still answered and
-//! every admitted path taken up, so the states are the same.
+//! its own), as a sender with a window of unacknowledged messages does.
+//! Every claim is still answered and every admitted path taken up, so the
+//! states are the same.
 //!
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
@@ -417,9 +418,15 @@ impl Local {
         }
     }
 
+    /// The paths it keeps waiting with their checkpoints: parked, or
+    /// admitted and not yet taken up.
+    fn waiting(&self) -> usize {
+        self.parked.len() + self.admitted.len()
+    }
+
     /// Whether its waiting paths fill a window of `window`.
     fn full(&self, window: usize) -> bool {
-        self.parked.len() + self.admitted.len() >= window
+        self.waiting() >= window
     }
 
     /// Puts subtree `t` back, to go on with once the admitted paths are
@@ -911,7 +918,7 @@ impl At<'_, '_> {
         s.counts.claims.fetch_add(1, Relaxed);
         let path = Waiting::parked(choices, nodes);
         self.local.parked.insert(claim.id, (path, snap));
-        self.local.most = self.local.most.max(self.local.parked.len() + self.local.admitted.len());
+        self.local.most = self.local.most.max(self.local.waiting());
         self.out.claims[o].push(claim);
         self.out.since.get_or_insert_with(Instant::now);
         if self.out.claims[o].len() >= s.link.batch {
