@@ -22,13 +22,13 @@ fn every_node_count_reaches_the_same_states_and_verdict_as_one_thread() {
         let one = check(&s).unwrap();
         assert!(one.explored.complete && one.counterexample.is_none(), "{policy}: {one:?}");
         for (nodes, jobs, latency_us, batch) in [(1, 1, 0, 64), (2, 2, 0, 64), (3, 3, 200, 16), (2, 3, 50, 1)] {
-            let link = Link { latency: Duration::from_micros(latency_us), batch, ..Link::default() };
+            let link = Link { latency: Duration::from_micros(latency_us), batch };
             let (r, traffic) = check_exhaustive_sharded(&s, nodes, jobs, link).unwrap();
             let what = format!("{policy} with {nodes} node(s) of {jobs} worker(s) in all, {link:?}");
             assert!(r.explored.complete, "{what}: incomplete");
             assert!(r.counterexample.is_none(), "{what}: {:?}", r.counterexample);
             assert_eq!(r.explored.states, one.explored.states, "{what}: states differ from one thread's");
-            within_one_threads_executions(&r, &one, &what);
+            within_one_threads_executions(&r, &one, &what, if latency_us == 0 { 1.15 } else { 1.5 });
             assert_eq!(traffic.states.len(), nodes, "{what}");
             assert_eq!(traffic.states.iter().sum::<u64>(), r.explored.states, "{what}");
             if nodes == 1 {
@@ -45,43 +45,35 @@ fn every_node_count_reaches_the_same_states_and_verdict_as_one_thread() {
     }
 }
 
-/// Asserts that `r` ran no more executions than one thread's search `one`
-/// allowing for order: a parked path taken up is the execution that parked
-/// it, going on, so the sharded search counts the executions one thread
-/// does, give or take the visits that find a state sooner or later than one
-/// thread's order would (measured: 0.82 to 1.00 times at these bounds;
-/// counting each admitted claim again made 1.3 to 1.5 times).
-fn within_one_threads_executions(r: &CheckReport, one: &CheckReport, what: &str) {
+/// Asserts that `r` ran at most `most` times one thread's executions
+/// (`one`). A worker goes on past a state another node owns while its claim
+/// waits for the answer, which may say the options explored meanwhile were
+/// explored elsewhere: the later the answers, the more it explores
+/// (measured at these bounds: 1.04 to 1.08 times with answers at once, up
+/// to 1.22 with answers up to 200 µs late, 2.3 two carrier rounds late).
+fn within_one_threads_executions(r: &CheckReport, one: &CheckReport, what: &str, most: f64) {
     let (n, base) = (r.explored.executions, one.explored.executions);
-    assert!(n * 10 <= base * 11, "{what}: {n} executions against one thread's {base}");
-    // Those that ran to their end are the same executions whatever the order.
-    let ended = |r: &CheckReport| r.explored.executions - r.explored.pruned;
-    assert!(
-        ended(r) <= ended(one) * 11 / 10,
-        "{what}: {} ran to the end against one thread's {}",
-        ended(r),
-        ended(one)
-    );
+    assert!(n as f64 <= base as f64 * most, "{what}: {n} executions against one thread's {base}");
 }
 
 #[test]
-fn a_window_bounds_the_paths_that_wait_and_changes_no_state() {
-    let s = common::small_spec("x86-linux-pcid", 1, 2);
+fn late_answers_explore_more_and_reach_the_same_states() {
+    let s = common::small_spec("arm64-noasid", 1, 4);
     let one = check(&s).unwrap();
-    // Answers that come late (a millisecond) and a window of four paths.
-    for window in [4, tlbkit_check::search::WINDOW] {
-        let link = Link { latency: Duration::from_millis(1), batch: 16, window };
-        let (r, traffic) = check_exhaustive_sharded(&s, 2, 2, link).unwrap();
-        let what = format!("window {window}");
+    let mut executions = Vec::new();
+    for latency in [Duration::ZERO, Duration::from_millis(5)] {
+        let (r, traffic) = check_exhaustive_sharded(&s, 2, 2, Link { latency, batch: 16 }).unwrap();
+        let what = format!("answers {latency:?} late");
         assert!(r.explored.complete && r.counterexample.is_none(), "{what}: {r:?}");
         assert_eq!(r.explored.states, one.explored.states, "{what}: states differ from one thread's");
-        assert!(traffic.most_waiting as usize <= window, "{what}: {traffic:?}");
-        if window == 4 {
-            assert_eq!(traffic.most_waiting, 4, "the window is reached: {traffic:?}");
-        } else {
-            assert!(traffic.most_waiting > 4, "without a small window more paths wait: {traffic:?}");
-        }
+        assert!(traffic.most_waiting > 0, "{what}: {traffic:?}");
+        executions.push(r.explored.executions);
     }
+    // Measured: 1.02 times one thread's with answers at once, 1.12 to 1.15
+    // 5 ms late.
+    let at_once = check_exhaustive_sharded(&s, 2, 2, Link::default()).unwrap().0;
+    within_one_threads_executions(&at_once, &one, "answers at once", 1.1);
+    assert!(executions[1] > executions[0], "answers 5 ms late explore more: {executions:?}");
 }
 
 #[test]
@@ -90,7 +82,7 @@ fn a_violation_is_reported_from_a_workers_path_and_replays() {
     let s = common::small_spec("arm64-freebsd-asid", 1, 6);
     let one = check(&s).unwrap().counterexample.expect("the finding is found");
     for (nodes, jobs) in [(2, 2), (3, 3)] {
-        let link = Link { latency: Duration::from_micros(100), batch: 8, ..Link::default() };
+        let link = Link { latency: Duration::from_micros(100), batch: 8 };
         let (r, _) = check_exhaustive_sharded(&s, nodes, jobs, link).unwrap();
         let c = r.counterexample.unwrap_or_else(|| panic!("{nodes} nodes: the finding is not found"));
         assert_eq!(c.property, one.property, "{nodes} nodes");
@@ -203,7 +195,7 @@ fn nodes_in_processes_of_their_own_reach_one_threads_states_and_verdicts() {
             assert!(r.explored.complete, "{what}: incomplete");
             assert!(r.counterexample.is_none(), "{what}");
             assert_eq!(r.explored.states, one.explored.states, "{what}: states differ from one thread's");
-            within_one_threads_executions(&r, &one, &what);
+            within_one_threads_executions(&r, &one, &what, if delay == 0 { 1.5 } else { 3.0 });
             assert_eq!(r.explored.workers, nodes * jobs, "{what}");
         }
     }

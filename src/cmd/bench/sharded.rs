@@ -4,17 +4,17 @@
 //! For each node count K it runs the check at a policy's standard bounds
 //! with the visited set split among K in-process nodes
 //! (`tlbkit_check::search::exhaustive_sharded`: each state has one owner; a
-//! worker that reaches a state another node owns parks its execution and
-//! claims the state, and the owner's answer turns it into work or drops
-//! it), `--jobs` workers in all, claims and answers delivered after
+//! worker that reaches a state another node owns claims it and goes on as
+//! if it were new, and the owner's answer narrows what it explores there),
+//! `--jobs` workers in all, claims and answers delivered after
 //! `--latency-us`; then the same check with `--jobs` workers sharing one
 //! visited set. It prints the seconds and executions of both, the steps each
 //! ran (not counting those a checkpoint put back: the work, where executions
-//! count the starts), and what sharding sent: claims, the claims admitted (each
-//! a parked execution replayed), the visits pruned by what owners had said
+//! count the starts), and what sharding sent: claims, the claims admitted
+//! (labels left to explore), the visits pruned by what owners had said
 //! (`known`), bytes per state, and the largest node's share of the states
-//! (its share of the visited set); its JSON also gives the most paths one
-//! worker kept waiting at once (`most_waiting`). The states must be the
+//! (its share of the visited set); its JSON also gives the most claims one
+//! worker had waiting for answers at once (`most_waiting`). The states must be the
 //! same, or it fails.
 //! With `--processes`, the largest node process's peak memory, against that
 //! of one node process holding the whole search.
@@ -53,7 +53,8 @@ pub struct ShardedArgs {
     /// microseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_us: u64,
-    /// The claims a worker gathers for one node before it sends them.
+    /// The most claims a worker sends one node in a batch (it sends what it
+    /// has after each execution, or once the oldest has waited --latency-us).
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
     /// Join the nodes over loopback TCP, each with the courier a node of
@@ -115,7 +116,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
     let per_node = |n: usize| (jobs / n).max(1);
     let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let poll = Duration::from_millis(10);
-    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch, ..Link::default() };
+    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
     let (jobs_s, jobs_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);

@@ -61,12 +61,7 @@
 //!   checkpoint (`arm64-linux-skipbcast` saved 19 KB per checkpoint when the
 //!   state was cloned in at each restore, 6 KB with it living there).
 //!
-//! A worker of the sharded search takes up parked executions (each with its
-//! own checkpoint, made where it was parked) between executions of the
-//! subtree it was exploring. The checkpoints of the path it leaves are then
-//! shelved, not dropped (a few paths, the most recently left first), and an
-//! execution that a shelved path's checkpoint starts deeper than the live
-//! path's takes that path back (`Saved::best`). Builds with debug
+//! Builds with debug
 //! assertions check that every checkpoint restored lies on the path it is
 //! restored along.
 //!
@@ -143,9 +138,6 @@ pub fn steps_run() -> u64 {
 /// The live execution: a core at a fixed address, the coroutines of its CPUs,
 /// its policy (in the arena), and the checkpoints along its last path.
 struct Live {
-    /// Which live execution this is (a number no other on any thread has):
-    /// a parked execution's checkpoint is good on this one only.
-    id: u64,
     core: Box<Core>,
     cos: Vec<Co<'static>>,
     /// The policy, in the thread's arena (its bytes are put back with the arena's).
@@ -178,24 +170,7 @@ pub(super) struct Saved {
     /// Checkpoints no longer on the path, kept for their buffers.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Snap>>,
-    /// The checkpoint where the last execution was parked, if it was.
-    parked: Option<Box<Snap>>,
-    /// Other paths' checkpoints, the most recently left first: a worker that
-    /// takes up a parked execution and then comes back to the subtree it
-    /// left starts again from that subtree's deepest checkpoint, not from
-    /// the prefix the two paths share (see [`Saved::best`]).
-    shelf: Vec<Shelved>,
 }
-
-/// A path and its checkpoints, off the live one ([`Saved::shelf`]).
-struct Shelved {
-    path: Vec<Choice>,
-    #[allow(clippy::vec_box)]
-    snaps: Vec<Box<Snap>>,
-}
-
-/// The most paths [`Saved::shelf`] keeps.
-const SHELF: usize = 4;
 
 /// The checkpoint of `snaps` (along `path`) to start an execution forced
 /// through `forced` from: the deepest on the prefix the two paths share and
@@ -206,20 +181,6 @@ fn candidate(path: &[Choice], snaps: &[Box<Snap>], forced: &[Choice]) -> Option<
     let common = path.iter().zip(forced).take_while(|(a, b)| a == b).count();
     snaps.iter().rposition(|s| s.depth <= common && (s.depth < forced.len() || s.depth == 0))
 }
-
-/// An execution parked at a scheduling point (see [`Chooser::parks`]), as
-/// [`crate::search::Parked`] carries it: its checkpoint there and the
-/// choices before it. Only the worker whose [`Checkpoints`] made it can take
-/// it up, and only while its live execution is the one it was made on;
-/// otherwise the execution replays its path.
-struct ParkedRun {
-    snap: Box<Snap>,
-    path: Vec<Choice>,
-    live: u64,
-}
-
-/// Numbers the live executions ([`Live::id`]).
-static LIVES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// One checkpoint: everything an execution needs to stand again at a
 /// scheduling point, before the choice made there.
@@ -279,49 +240,6 @@ fn handle_sp(co: &Co<'_>, top: usize) -> Option<usize> {
 }
 
 impl Saved {
-    /// Shelves the live path's checkpoints deeper than `depth` (those off
-    /// the path the next execution takes), first; the shelf's oldest past
-    /// [`SHELF`] gives its checkpoints' buffers back.
-    fn shelve_below(&mut self, depth: usize) {
-        let keep = self.snaps.iter().position(|x| x.depth > depth).unwrap_or(self.snaps.len());
-        let deeper = self.snaps.split_off(keep);
-        if deeper.is_empty() {
-            return;
-        }
-        // With the live path's room: it is the live path again when taken back.
-        let mut path = Vec::with_capacity(self.path.capacity());
-        path.extend_from_slice(&self.path);
-        self.shelf.insert(0, Shelved { path, snaps: deeper });
-        if self.shelf.len() > SHELF {
-            let old = self.shelf.pop().expect("a shelf past its size");
-            self.spare.extend(old.snaps);
-        }
-    }
-
-    /// The checkpoint to start an execution forced through `forced` from
-    /// ([`candidate`]): the live path's, or a shelved path's whose is deeper.
-    /// That path then becomes the live one, keeping the live checkpoints on
-    /// the prefix the two share (every shelved checkpoint lies deeper than
-    /// the live ones it was shelved from) and shelving the rest.
-    fn best(&mut self, forced: &[Choice]) -> Option<usize> {
-        let depth = |snaps: &[Box<Snap>], k: Option<usize>| k.map(|k| snaps[k].depth);
-        let here = candidate(&self.path, &self.snaps, forced);
-        let mut best = (depth(&self.snaps, here), None);
-        for (i, p) in self.shelf.iter().enumerate() {
-            let d = depth(&p.snaps, candidate(&p.path, &p.snaps, forced));
-            if d > best.0 {
-                best = (d, Some(i));
-            }
-        }
-        let Some(i) = best.1 else { return here };
-        let Shelved { path, snaps } = self.shelf.remove(i);
-        let common = self.path.iter().zip(&path).take_while(|(a, b)| a == b).count();
-        self.shelve_below(common.min(snaps[0].depth.saturating_sub(1)));
-        self.path = path;
-        self.snaps.extend(snaps);
-        candidate(&self.path, &self.snaps, forced)
-    }
-
     /// Returns whether no checkpoint is saved (the first is always worth it:
     /// without one, the next execution starts from the beginning).
     pub(super) fn is_empty(&self) -> bool {
@@ -336,15 +254,6 @@ impl Saved {
         }
         let s = self.snap(core, cos, depth, at);
         self.snaps.push(s);
-    }
-
-    /// Saves the checkpoint of an execution parked at the scheduling point
-    /// where `depth` choices were made (see [`Chooser::parks`]), off the path.
-    pub(super) fn park(&mut self, core: &Core, cos: &[Co<'_>], depth: usize, at: Resume) {
-        let s = self.snap(core, cos, depth, at);
-        if let Some(old) = self.parked.replace(s) {
-            self.spare.push(old);
-        }
     }
 
     /// Returns a checkpoint of the execution as it stands.
@@ -460,29 +369,16 @@ pub fn run_from<P: Policy>(
     build: &dyn Fn() -> P,
     chooser: &mut dyn Chooser,
 ) -> Outcome {
-    let resume = chooser.take_resume();
     let Some(forced) = chooser.forced() else {
         let out = run(shape, build, chooser, false);
         cp.ran += out.steps as u64;
         return out;
     };
-    // A parked execution taken up on the live execution it was made on starts
-    // at its own checkpoint, put on the path after those the two paths share.
-    let resume = resume.and_then(crate::search::Parked::take::<ParkedRun>);
-    let parked = match (resume, cp.live.as_mut()) {
-        (Some(p), Some(live)) if p.live == live.id && live.core.shape == *shape && p.path[..] == *forced => {
-            // The checkpoints off its path are shelved: the worker comes
-            // back to the subtree it leaves.
-            let s = &mut live.saved;
-            let common = s.path.iter().zip(&p.path).take_while(|(a, b)| a == b).count();
-            s.shelve_below(common);
-            s.snaps.push(p.snap);
-            s.path = p.path;
-            Some(s.snaps.len() - 1)
-        }
-        _ => None,
-    };
-    let found = parked.or_else(|| cp.live.as_mut().filter(|l| l.core.shape == *shape)?.saved.best(forced));
+    let found = cp
+        .live
+        .as_mut()
+        .filter(|l| l.core.shape == *shape)
+        .and_then(|l| candidate(&l.saved.path, &l.saved.snaps, forced));
     check::install(&HOOKS);
     super::guard_policy_code();
     arena::ensure();
@@ -515,12 +411,6 @@ pub fn run_from<P: Policy>(
     cp.ran += out.steps.saturating_sub(restored) as u64;
     live.saved.path.clear();
     live.saved.path.extend_from_slice(&out.choices);
-    if let Some(snap) = live.saved.parked.take() {
-        // With room for the choices its subtree adds when it is the live path.
-        let mut path = Vec::with_capacity(out.choices.len() * 2);
-        path.extend_from_slice(&out.choices);
-        chooser.keep_parked(crate::search::Parked::new(ParkedRun { snap, path, live: live.id }));
-    }
     arena::set_active(was);
     out
 }
@@ -554,18 +444,10 @@ impl Live {
         // SAFETY: the policy lives in the arena as long as this execution.
         let cos = start(&core, unsafe { &*policy }, || stacks.next().expect("a stack per CPU"));
         Live {
-            id: LIVES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             core,
             cos,
             policy: policy as *const (),
-            saved: Saved {
-                tops,
-                path: Vec::new(),
-                snaps: Vec::new(),
-                spare: Vec::new(),
-                parked: None,
-                shelf: Vec::new(),
-            },
+            saved: Saved { tops, path: Vec::new(), snaps: Vec::new(), spare: Vec::new() },
         }
     }
 }

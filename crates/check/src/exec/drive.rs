@@ -470,11 +470,6 @@ pub(super) fn drive(
         labels.extend(runs.iter().map(|&c| 2 * c as u32).chain(drains.iter().map(|d| drain_label(d, n))));
         labels.extend(completes.iter().map(|&c| complete_label(core.shape.memory, c, n)));
         let Some(i) = core.choose(ChoiceKind::Sched, &labels, hash) else {
-            if let Some(saved) = saved.as_deref_mut().filter(|_| core.with_chooser(|c| c.parks())) {
-                let depth = core.choices.borrow().len();
-                let last = (last != usize::MAX).then_some(last);
-                saved.park(core, cos, depth, Resume { steps, last, hash });
-            }
             break;
         };
         if let Some(saved) = saved.as_deref_mut() {

@@ -29,6 +29,16 @@ pub(super) struct Node {
     /// When a local step is explored alone here: the labels to leave alone
     /// should it turn out not to be local after all.
     unless_local: Option<u64>,
+    /// The claim, not yet answered, of this state from the node that owns
+    /// it (a sharded search's; 0 for none): its answer may narrow `skip`.
+    /// Not saved: a claim's answer finds its node only in the worker that
+    /// sent it (and no claim is unanswered when a search is saved).
+    pub(super) claim: u64,
+    /// Whether a visit below this node, under its current option, admitted
+    /// labels to explore (a promise to the visited set that the labels
+    /// will be explored; a sharded search may drop the option's subtree
+    /// only while none was made). Not saved.
+    pub(super) promised: bool,
 }
 
 /// A scheduling point's labels, held inline: a CPU's step or its store
@@ -116,12 +126,26 @@ impl Node {
         let foot = if r.u8()? != 0 { Some(Foot::load(r)?) } else { None };
         let skip = r.u64()?;
         let unless_local = if r.u8()? != 0 { Some(r.u64()?) } else { None };
-        Ok(Node { sched, labels: Labels { len, at }, sleep, done, foot, skip, unless_local })
+        Ok(Node { sched, labels: Labels { len, at }, sleep, done, foot, skip, unless_local, claim: 0, promised: false })
     }
 
     /// Returns the next option after `taken` this visit explores.
     pub(super) fn next_option(&self, taken: u32, n: u32) -> Option<u32> {
         (taken + 1..n).find(|&k| !self.sched || self.skip & (1 << self.labels[k as usize]) == 0)
+    }
+
+    /// Leaves `skip`'s labels alone from now on (a claim's answer); returns
+    /// whether option `taken`, explored now, is one of them.
+    pub(super) fn narrow(&mut self, skip: u64, taken: u32) -> bool {
+        self.claim = 0;
+        self.skip |= skip;
+        self.left_alone(taken)
+    }
+
+    /// Whether option `taken` is one this visit leaves alone (only a
+    /// claim's answer makes it so: [`Node::narrow`]).
+    pub(super) fn left_alone(&self, taken: u32) -> bool {
+        self.sched && self.skip & (1 << self.labels[taken as usize]) != 0
     }
 
     /// Returns the transitions asleep after taking the current option: those
@@ -217,18 +241,20 @@ pub(super) struct Dfs<'a> {
     /// load's choice of value: its step makes the rest of the prefix's
     /// choices, that one among them.
     prefix_sched: Option<usize>,
-    /// Set when `visit` answered [`PARK`] at the last scheduling choice.
-    parks: bool,
-    /// A parked execution's checkpoint: the one this search takes up (in),
-    /// or the one its execution left (out).
-    resume: Option<super::Parked>,
-    parked: Option<super::Parked>,
+    /// Whether visits that admit labels mark the path above them
+    /// ([`Node::promised`]): a sharded search's.
+    promises: bool,
+    /// For each state `visit` answered [`CLAIMED`], the index of its choice
+    /// (where the execution made a node for it, unless nothing was left to
+    /// explore there).
+    claimed: Vec<u32>,
 }
 
-/// What `visit` answers to cut the execution at a state to take it up
-/// later from there (a sharded search's claim of a state another node
-/// owns): every label left alone, and the execution parked.
-pub(super) const PARK: u64 = u64::MAX;
+/// A flag `visit` adds to its answer for a state another node owns and is
+/// asked about (a sharded search's claim): the state is explored as the
+/// answer says meanwhile, and the claim's answer may narrow its node's
+/// options later ([`Dfs::take_claimed`] says which node it is).
+pub(super) const CLAIMED: u64 = 1 << 62;
 
 impl<'a> Dfs<'a> {
     /// Returns the search's chooser for an execution that replays `prefix`
@@ -252,22 +278,21 @@ impl<'a> Dfs<'a> {
             last_sched: None,
             local: None,
             prefix_sched,
-            parks: false,
-            resume: None,
-            parked: None,
+            promises: false,
+            claimed: Vec::new(),
         }
     }
 
-    /// This search takes up the parked execution `resume` (its prefix is
-    /// the parked path).
-    pub(super) fn resuming(self, resume: Option<super::Parked>) -> Self {
-        Dfs { resume, ..self }
+    /// This search marks the promises its visits make (see
+    /// [`Node::promised`]), as a sharded search's worker needs.
+    pub(super) fn promising(self) -> Self {
+        Dfs { promises: true, ..self }
     }
 
-    /// The checkpoint of the execution this search parked, if it parked one
-    /// and the worker keeps checkpoints.
-    pub(super) fn take_parked(&mut self) -> Option<super::Parked> {
-        self.parked.take()
+    /// The choices at the states its execution claimed, in the order
+    /// claimed.
+    pub(super) fn take_claimed(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.claimed)
     }
 }
 
@@ -296,17 +321,26 @@ impl Chooser for Dfs<'_> {
         // later visit runs the step again and meets the state after it. Should
         // the step turn out not to be local, every option not asleep is
         // explored, as at a first visit.
+        let mut claimed = false;
         let (skip, unless_local) = match self.local.take() {
             Some(l) => (asleep | !(1u64 << l), Some(asleep)),
             None => match (self.visit)(state, asleep) {
-                Some(PARK) => {
-                    self.parks = true;
-                    return Pick::Prune;
+                Some(skip) if skip & CLAIMED != 0 => {
+                    claimed = true;
+                    (skip & !CLAIMED, None)
                 }
-                Some(skip) => (skip, None),
+                Some(skip) => {
+                    if self.promises {
+                        promise(&mut self.nodes[..i]);
+                    }
+                    (skip, None)
+                }
                 None => return Pick::Prune,
             },
         };
+        if claimed {
+            self.claimed.push(i as u32);
+        }
         let Some(first) = (0..labels.len()).find(|&k| skip & (1 << labels[k]) == 0) else {
             return Pick::Prune;
         };
@@ -318,6 +352,8 @@ impl Chooser for Dfs<'_> {
             foot: None,
             skip,
             unless_local,
+            claim: 0,
+            promised: false,
         });
         self.last_sched = Some(i);
         Pick::Take(first)
@@ -377,18 +413,6 @@ impl Chooser for Dfs<'_> {
         self.switches.checkpoints.then_some(self.prefix)
     }
 
-    fn parks(&self) -> bool {
-        self.parks
-    }
-
-    fn keep_parked(&mut self, parked: super::Parked) {
-        self.parked = Some(parked);
-    }
-
-    fn take_resume(&mut self) -> Option<super::Parked> {
-        self.resume.take()
-    }
-
     /// Past the prefix, when the choice has an option this visit explores
     /// after the one taken; within it, always (another worker may own the
     /// rest of its options, which this one cannot tell).
@@ -407,6 +431,19 @@ impl Chooser for Dfs<'_> {
         debug_assert!(made <= self.prefix.len() && self.at == 0, "a checkpoint off the prefix");
         self.at = made;
         self.last_sched = last_sched;
+    }
+}
+
+/// Marks the choices of `path` (the nodes above a visit that admitted
+/// labels) as having a promise below their current options.
+pub(super) fn promise(path: &mut [Node]) {
+    for node in path.iter_mut().rev() {
+        if node.promised {
+            // So are the ones above it: an option taken anew clears only
+            // its own node's mark.
+            return;
+        }
+        node.promised = true;
     }
 }
 
@@ -433,6 +470,7 @@ pub(super) fn backtrack(
                 node.done.push((node.labels[taken as usize].into(), foot));
             }
             stack[i].taken = k;
+            node.promised = false;
             return true;
         }
         stack.pop();
@@ -499,5 +537,27 @@ mod tests {
         let mut dfs = Dfs::new(&prefix, &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
         assert!(matches!(dfs.choose(ChoiceKind::Sched, &[0, 2], 1), Pick::Take(0)));
         assert!(!dfs.tracks_step(), "an operation's choice makes its step global anyway");
+    }
+
+    #[test]
+    fn a_promise_marks_the_path_above_it_and_a_new_option_clears_its_node() {
+        let sched = |labels: &[u32]| Node { sched: true, labels: Labels::new(labels), ..Node::default() };
+        let mut nodes = vec![sched(&[0, 2, 4]), sched(&[0, 2]), sched(&[0, 2])];
+        let mut stack = vec![Choice { point: ChoiceKind::Sched, n: 3, taken: 0 }; 1];
+        stack.extend([Choice { point: ChoiceKind::Sched, n: 2, taken: 0 }; 2]);
+        // A visit at depth 2 admitted labels: the two nodes above it promised.
+        promise(&mut nodes[..2]);
+        assert_eq!(nodes.iter().map(|n| n.promised).collect::<Vec<_>>(), [true, true, false]);
+        // The deepest moves to its next option, then the one above it: each
+        // option taken anew has promised nothing yet; the root's still has.
+        assert!(backtrack(&mut stack, &mut nodes, 0, None));
+        assert_eq!((stack.len(), nodes[2].promised), (3, false));
+        assert!(backtrack(&mut stack, &mut nodes, 0, None));
+        assert_eq!((stack.len(), stack[1].taken, nodes[1].promised, nodes[0].promised), (2, 1, false, true));
+        // An answer that leaves the root's option alone says so; one that
+        // leaves alone only another option does not.
+        assert!(!nodes[0].narrow(1 << 2, 0));
+        assert!(nodes[0].narrow(1 << 0, 0));
+        assert_eq!(nodes[0].next_option(0, 3), Some(2), "label 2 is left alone, label 4 is not");
     }
 }

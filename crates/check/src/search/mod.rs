@@ -29,7 +29,7 @@ pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;
 pub use script::{parse_script, Script, ScriptItem};
-pub use sharded::{exhaustive_sharded, Link, Orders, Pumped, ShardNode, Traffic, MAX_NODES, WINDOW};
+pub use sharded::{exhaustive_sharded, Link, Orders, Pumped, ShardNode, Traffic, MAX_NODES};
 pub use shrink::{shrink, shrink_where};
 pub use table::Fingerprints;
 
@@ -143,24 +143,6 @@ pub trait Chooser {
     /// first `made` of its [`Chooser::forced`] choices, as if it had made them;
     /// the last scheduling choice among them is `last_sched`.
     fn skip(&mut self, _made: usize, _last_sched: Option<usize>) {}
-
-    /// Returns whether the execution was cut at its last scheduling choice to
-    /// be taken up later from there (a sharded search parks it until the
-    /// state's owner answers): then [`crate::exec::run_from`] keeps its
-    /// checkpoint there and hands it over with [`Chooser::keep_parked`].
-    fn parks(&self) -> bool {
-        false
-    }
-
-    /// Takes the checkpoint of a parked execution (see [`Chooser::parks`]).
-    fn keep_parked(&mut self, _parked: Parked) {}
-
-    /// Returns the checkpoint of a parked execution this chooser takes up
-    /// (its forced choices are the parked path): the execution starts there
-    /// if the worker's live execution is still the one it was made on.
-    fn take_resume(&mut self) -> Option<Parked> {
-        None
-    }
 
     /// Returns whether this chooser picks kernel operations by what they are
     /// ([`Chooser::script_op`]), as a script does, instead of at a
@@ -368,24 +350,6 @@ pub struct Stats {
     /// Whether the search covered everything it set out to (exhaustive: the whole
     /// state space; random/PCT: every iteration asked for).
     pub complete: bool,
-}
-
-/// An execution parked at a scheduling point by whatever runs it (the
-/// checkpointed executor's [`crate::exec::run_from`]), to be taken up there
-/// later: opaque to the search, which only keeps it and hands it back
-/// ([`Chooser::keep_parked`], [`Chooser::take_resume`]).
-pub struct Parked(Box<dyn std::any::Any>);
-
-impl Parked {
-    /// Wraps what the executor keeps of a parked execution.
-    pub fn new<T: 'static>(kept: T) -> Parked {
-        Parked(Box::new(kept))
-    }
-
-    /// What the executor kept, if it is a `T`.
-    pub fn take<T: 'static>(self) -> Option<T> {
-        self.0.downcast().ok().map(|b| *b)
-    }
 }
 
 /// The choices an execution's record starts with room for (more than most

@@ -10,46 +10,40 @@
 //! the distributed stateful checkers do (Stern and Dill's parallel Murφ,
 //! TLC's fingerprint servers, PReach, LTSmin's distributed back end): a
 //! node's table holds only its parts, the visited set's total over `K`
-//! (beside it, a node holds the paths that wait for answers and workers,
-//! kept small: [`waiting`]; `bench/2026-12-04-check-sharded-waiting.md`
-//! measures what they still hold). Each node has its own workers and its
-//! own queue of subtrees.
+//! (beside it, each worker's path and its claims waiting for answers, a
+//! few bytes each). Each node has its own workers and its own queue of
+//! subtrees.
 //!
 //! **The owner decides, the discoverer explores.** A worker that reaches a
 //! state its own node owns visits it as the parallel search does. One that
 //! reaches a state another node owns cannot know whether it was seen: it
-//! stops the execution there (*parks* it: the path to the state is kept,
-//! as a subtree whose root ends just before the state's scheduling choice)
-//! and sends the owner a *claim* (the state's hash, the labels asleep
-//! there, and the parked execution's number), in a batch with the other
-//! claims it has for that node. The owner visits its table with the claim,
-//! exactly as a local visit would (the same admission, the same narrowing
-//! of the sleep mask), and answers: nothing left to explore (the parked
-//! path is dropped), or the labels to leave alone. An answer that admits
-//! labels turns the parked path into work for the discoverer's node: a
-//! worker replays the path and, at the state, takes the answer as the
-//! state's visit. So every state is admitted by its owner's table alone,
-//! once per sleep mask as the parallel search admits it, and nothing is
-//! explored twice for lack of knowledge; the states a complete search
-//! reaches are the parallel search's (the visited set is order-free).
-//! A parked path taken up is the execution that parked it, going on: it
-//! is counted once, and cut short only if its answer says nothing is left
-//! (so the executions are the parallel search's, give or take the visits
-//! that meet a state sooner or later than its order would). What sharding
-//! costs is the replay of each admitted parked path (more steps) and the
-//! time claims and answers travel.
+//! sends the owner a *claim* (the state's hash, the labels asleep there,
+//! and the claim's number), in a batch with the other claims it has for
+//! that node, and goes on meanwhile as if the state were new (leaving
+//! alone only what its own earlier claims of it explore: [`Known`]). The
+//! owner visits its table with the claim, exactly as a local visit would
+//! (the same admission, the same narrowing of the sleep mask), and answers
+//! with the labels to leave alone, or nothing to explore. The answer
+//! narrows the options of the claim's node on the worker's path, if the
+//! path still has it: the options it names are not taken from then on. So
+//! every state is admitted by its owner's table alone, once per sleep mask
+//! as the parallel search admits it, and the states a complete search
+//! reaches are the parallel search's (the visited set is order-free; what
+//! a worker explores before an answer comes is more than it had to, never
+//! less). What sharding costs is the claims' messages and the options a
+//! worker explores before their answers say another visit explored them.
 //!
-//! **A window of waiting paths.** A parked path waits with its checkpoint
-//! (some 11 KB), and how many wait depends on how late the answers come,
-//! not on the search: without a bound, a node process of `arm64-linux`'s
-//! standard bounds (two nodes) peaked at 75 to 114 MiB over eight runs of
-//! one build. So a worker keeps at most [`Link::window`] paths waiting
-//! ([`WINDOW`] by default), parked or admitted: at the window it parks no
-//! more, puts its subtree back, takes up what was admitted, and with
-//! nothing admitted waits for answers (still answering claims and sending
-//! its own), as a sender with a window of unacknowledged messages does.
-//! Every claim is still answered and every admitted path taken up, so the
-//! states are the same.
+//! **Promises.** A visit that admits labels (a local one, or a claim
+//! answered with labels to explore) promises the visited set that they
+//! will be explored, and other visits rely on it: they leave those labels
+//! alone. So an option an answer leaves alone (the state was seen, and the
+//! option explored, elsewhere) is dropped with what is left of its subtree
+//! only while nothing below it promised anything ([`super::dfs::Node`]'s
+//! `promised`) and no claim made below it waits for its answer; otherwise
+//! it is explored to its end. Dropping a subtree that promised something
+//! could lose states: two workers each relying on the other's promise.
+//! Claims are sent after each execution (or, with an injected latency, once
+//! the oldest has waited that long): a late answer explores more.
 //!
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
@@ -58,16 +52,14 @@
 //! intersection of the masks it claimed it with ([`Known`], a direct-mapped
 //! cache of [`KNOWN_SLOTS`] entries): a later visit whose `asleep` covers
 //! that intersection would be answered "nothing to explore", and is pruned
-//! at once, without a claim or a parked path. Narrowing the entry when the
-//! claim is sent, before its answer, is what a shared table does at the
-//! visit: the labels a later visit would have explored are among those the
-//! pending claim's answer admits.
+//! at once, without a claim; one that does not leaves alone the labels
+//! outside it, which the earlier claims explore.
 //!
 //! A node whose queue is empty takes a subtree from another node's queue
 //! (work stealing, counted as traffic); a worker with others waiting gives
 //! its shallowest open choice's other options away, as in the parallel
 //! search. The search ends when no subtree is queued or explored and no
-//! parked path waits for its answer: one count (`open`) holds both, raised
+//! claim waits for its answer: one count (`open`) holds both, raised
 //! before anything it counts is made and lowered after it is done, so it
 //! reaches zero only at the end.
 //!
@@ -89,16 +81,14 @@
 //! is on its way.
 
 mod node;
-mod waiting;
 
 pub use node::{Orders, Pumped, ShardNode};
-use waiting::Waiting;
 
-use super::dfs::{Dfs, Switches, PARK, SWITCHES};
+use super::dfs::{Dfs, Switches, CLAIMED, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};
 use super::saved::Writer;
 use super::table::{Fingerprints, Table, Visitor, ALL_LABELS};
-use super::{Outcome, Parked, Stats, Worker};
+use super::{Outcome, Stats, Worker};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Mutex;
@@ -109,18 +99,15 @@ use std::time::{Duration, Instant};
 pub struct Link {
     /// The time a batch of claims or answers takes to arrive.
     pub latency: Duration,
-    /// The claims a worker gathers for one node before it sends them (it
-    /// sends fewer when it waits for work, or when the oldest has waited
-    /// [`Link::latency`] or 100 µs, the longer).
+    /// The most claims a worker sends one node in a batch (it sends what it
+    /// has after each execution, or, with a latency, once the oldest has
+    /// waited [`Link::latency`]: answers that come later explore more).
     pub batch: usize,
-    /// The most paths a worker keeps waiting with their checkpoints (see
-    /// [`WINDOW`], the default).
-    pub window: usize,
 }
 
 impl Default for Link {
     fn default() -> Self {
-        Link { latency: Duration::ZERO, batch: 256, window: WINDOW }
+        Link { latency: Duration::ZERO, batch: 256 }
     }
 }
 
@@ -129,7 +116,7 @@ impl Default for Link {
 pub struct Traffic {
     /// States reached by a node that does not own them (each a claim).
     pub claims: u64,
-    /// Claims whose answer was to explore (each a parked path replayed).
+    /// Claims whose answer admitted labels to explore.
     pub admitted: u64,
     /// Visits to another node's states pruned by what its answers already
     /// said (no claim sent: a worker's `Known`).
@@ -140,17 +127,16 @@ pub struct Traffic {
     pub steals: u64,
     /// Bytes of claims, answers and stolen subtrees, as encoded.
     pub bytes: u64,
-    /// The most paths one worker kept waiting at once, parked or admitted
-    /// (at most [`Link::window`]).
+    /// The most claims one worker had waiting for their answers at once.
     pub most_waiting: u64,
     /// The states each node owns at the end.
     pub states: Vec<u64>,
 }
 
-/// A claim's bytes: the state's hash, its mask asleep, and the parked
-/// path's number (whose low bits name the discoverer).
+/// A claim's bytes: the state's hash, its mask asleep, and the claim's
+/// number (whose low bits name the discoverer).
 const CLAIM_BYTES: u64 = 24;
-/// An answer's bytes: the parked path's number and the mask (or none).
+/// An answer's bytes: the claim's number and the mask (or none).
 const ANSWER_BYTES: u64 = 17;
 /// The most nodes (the table's parts: each node owns at least one).
 pub const MAX_NODES: usize = 256;
@@ -188,21 +174,24 @@ impl Known {
         &mut self.slots[i]
     }
 
-    /// Whether a visit of `state` with `asleep` has nothing to explore, by
-    /// what was claimed of it before; if not, remembers `asleep` as claimed.
+    /// What a visit of `state` with `asleep` leaves alone, by what was
+    /// claimed of it before (`None`: nothing to explore); if not `None`, it
+    /// remembers `asleep` as claimed. The labels no earlier claim left
+    /// asleep were explored from the state by then, or are being explored.
     /// (The hash 0 stands for an empty slot: such a state is always claimed.)
-    fn settled(&mut self, state: u64, asleep: u64) -> bool {
+    fn unsettled(&mut self, state: u64, asleep: u64) -> Option<u64> {
         let asleep = asleep & ALL_LABELS;
         let slot = self.slot(state);
         if state != 0 && slot.0 == state {
             if slot.1 & !asleep == 0 {
-                return true;
+                return None;
             }
+            let skip = asleep | (ALL_LABELS & !slot.1);
             slot.1 &= asleep;
-        } else {
-            *slot = (state, asleep);
+            return Some(skip);
         }
-        false
+        *slot = (state, asleep);
+        Some(asleep)
     }
 }
 
@@ -254,48 +243,17 @@ impl<T> Mailbox<T> {
     }
 }
 
-/// A subtree to explore; for a parked path its owner admitted, the answer
-/// that is its state's visit and the checkpoint where it was parked.
-struct Task {
-    tree: Tree,
-    answer: Option<u64>,
-    snap: Option<Parked>,
-}
-
-/// A task's subtree: whole, or kept small while it waits ([`Waiting`]).
-enum Tree {
-    Whole(Subtree),
-    Waiting(Waiting),
-}
-
-impl Tree {
-    fn into_subtree(self) -> Subtree {
-        match self {
-            Tree::Whole(t) => t,
-            Tree::Waiting(w) => w.resume(),
-        }
-    }
-}
-
 /// One node: its part of the visited set, its queue (subtrees any worker
-/// may take), the claims sent to it, and the admitted parked paths its
-/// workers put down to rest for a snapshot (each with its answer: any of
-/// its workers takes them up).
+/// may take) and the claims sent to it.
 struct Node {
     table: Table,
     work: Mutex<Vec<Subtree>>,
     claims: Mailbox<Claim>,
-    kept: Mutex<Vec<(Subtree, u64)>>,
 }
 
 impl Node {
     fn new(fp: Fingerprints) -> Node {
-        Node {
-            table: Table::new(fp),
-            work: Mutex::new(Vec::new()),
-            claims: Mailbox::new(),
-            kept: Mutex::new(Vec::new()),
-        }
+        Node { table: Table::new(fp), work: Mutex::new(Vec::new()), claims: Mailbox::new() }
     }
 }
 
@@ -324,10 +282,10 @@ struct Wire {
     /// Another node's workers wait for work: give some away.
     wanted: AtomicBool,
     /// The carrier takes a snapshot: workers stop exploring, wait for the
-    /// answers to their parked paths and rest (see `sharded/node.rs`).
+    /// answers to their claims and rest (see `sharded/node.rs`).
     hold: AtomicBool,
-    /// Workers at rest: nothing of theirs parked, their tasks in the node's
-    /// queues.
+    /// Workers at rest: no claim of theirs unanswered, their subtrees in
+    /// the node's queue.
     resting: AtomicUsize,
 }
 
@@ -340,7 +298,7 @@ struct Search {
     /// Per worker of `nodes`: the answers to its claims.
     answers: Vec<Mailbox<Answer>>,
     link: Link,
-    /// Subtrees queued or being explored, and paths parked for an answer
+    /// Subtrees queued or being explored, and claims waiting for an answer
     /// (of this process's nodes).
     open: AtomicU64,
     next_id: AtomicU64,
@@ -362,95 +320,29 @@ fn owner(state: u64, nodes: usize) -> usize {
     (state & (MAX_NODES as u64 - 1)) as usize % nodes
 }
 
-/// Bits of a parked path's number that name the worker that parked it.
+/// Bits of a claim's number that name the worker that made it.
 const WORKER_BITS: u32 = 16;
 
-/// The worker that parked the path numbered `id`.
+/// The worker that made the claim numbered `id`.
 fn worker(id: u64) -> usize {
     (id & ((1 << WORKER_BITS) - 1)) as usize
 }
 
-/// What one worker keeps to itself: the paths it parked (with their
-/// checkpoints, which only it can take up), the parked paths their owners
-/// admitted, the subtrees it put back to take those up first, and what it
-/// claimed of other nodes' states.
+/// What one worker keeps to itself: its claims not yet answered (each with
+/// the node of its current path it was made at) and what it claimed of
+/// other nodes' states.
 struct Local {
-    parked: HashMap<u64, (Waiting, Option<Parked>)>,
-    /// Admitted parked paths, the newest last, each with its answer and
-    /// checkpoint: taken up before any subtree put back.
-    admitted: Vec<(Waiting, u64, Option<Parked>)>,
-    /// Subtrees put back, the newest last, to go on with once the admitted
-    /// paths are explored.
-    put_back: Vec<Tree>,
-    /// How many of the oldest in `put_back` wait kept small
-    /// ([`Local::put_back`]).
-    cold: usize,
+    pending: HashMap<u64, u32>,
+    /// Choices of its path whose option an answer left alone.
+    doomed: Vec<usize>,
     known: Known,
-    /// The most paths it kept waiting at once.
+    /// The most claims it had unanswered at once.
     most: usize,
 }
 
-/// The subtrees put back most recently that wait whole; older ones wait
-/// kept small ([`Waiting`]). The newest are taken up again soon, mostly
-/// (when the admitted paths explored meanwhile end), so keeping them whole
-/// spares a copy each; the older ones, which a worker may hold by the
-/// thousand, would otherwise hold most of a node's memory.
-const HOT: usize = 64;
-
-/// The most paths a worker keeps waiting with their checkpoints (parked
-/// for an answer, or admitted and not yet taken up). At the window it parks
-/// no more: it puts its subtree back, takes up the admitted paths, and with
-/// none waits for answers (answering claims meanwhile), as a sender with a
-/// window of unacknowledged messages does. Without it what waits grows with
-/// how late the answers come (see the module documentation); with it a
-/// worker's checkpoints hold at most the window's (some 11 KB each).
-pub const WINDOW: usize = 512;
-
 impl Local {
     fn new() -> Self {
-        Local {
-            parked: HashMap::new(),
-            admitted: Vec::new(),
-            put_back: Vec::new(),
-            cold: 0,
-            known: Known::new(),
-            most: 0,
-        }
-    }
-
-    /// The paths it keeps waiting with their checkpoints: parked, or
-    /// admitted and not yet taken up.
-    fn waiting(&self) -> usize {
-        self.parked.len() + self.admitted.len()
-    }
-
-    /// Whether its waiting paths fill a window of `window`.
-    fn full(&self, window: usize) -> bool {
-        self.waiting() >= window
-    }
-
-    /// Puts subtree `t` back, to go on with once the admitted paths are
-    /// explored; those put back more than [`HOT`] before it are kept small.
-    fn put_back(&mut self, t: Subtree) {
-        self.put_back.push(Tree::Whole(t));
-        while self.cold + HOT < self.put_back.len() {
-            let tree = &mut self.put_back[self.cold];
-            if let Tree::Whole(t) = std::mem::replace(tree, Tree::Whole(Subtree::below(Vec::new(), Vec::new()))) {
-                *tree = Tree::Waiting(Waiting::of(t));
-            }
-            self.cold += 1;
-        }
-    }
-
-    /// Takes its next task: the newest admitted path, else the newest
-    /// subtree put back.
-    fn pop(&mut self) -> Option<Task> {
-        if let Some((tree, a, snap)) = self.admitted.pop() {
-            return Some(Task { tree: Tree::Waiting(tree), answer: Some(a), snap });
-        }
-        let tree = self.put_back.pop()?;
-        self.cold = self.cold.min(self.put_back.len());
-        Some(Task { tree, answer: None, snap: None })
+        Local { pending: HashMap::new(), doomed: Vec::new(), known: Known::new(), most: 0 }
     }
 }
 
@@ -463,7 +355,7 @@ impl Search {
             k,
             nodes: (0..here).map(|_| Node::new(fp)).collect(),
             answers: (0..workers).map(|_| Mailbox::new()).collect(),
-            link: Link { batch: link.batch.max(1), window: link.window.max(1), ..link },
+            link: Link { batch: link.batch.max(1), ..link },
             open: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
             stop: AtomicBool::new(false),
@@ -522,17 +414,10 @@ impl Search {
         self.wire.as_ref().is_some_and(|x| x.hold.load(SeqCst))
     }
 
-    /// Worker `local` of node `n`, held with nothing parked, puts its tasks
-    /// in the node's queues (an admitted parked path, answer and all, in
-    /// `kept`) and rests until the hold ends, answering the node's claims
-    /// meanwhile (another node's workers may still wait for answers).
-    fn rest(&self, n: usize, local: &mut Local, me: &mut Visitor<'_>) {
-        let node = self.node(n);
-        local.cold = 0;
-        let admitted = local.admitted.drain(..).map(|(tree, a, _)| (tree.resume(), a));
-        node.kept.lock().expect("no worker panicked holding a queue").extend(admitted);
-        let put_back = local.put_back.drain(..).map(Tree::into_subtree);
-        node.work.lock().expect("no worker panicked holding a queue").extend(put_back);
+    /// Worker `w` of node `n`, held with no claim unanswered, rests until
+    /// the hold ends, answering the node's claims meanwhile (another node's
+    /// workers may still wait for answers).
+    fn rest(&self, n: usize, me: &mut Visitor<'_>) {
         let x = self.wire.as_ref().expect("only a shard node holds");
         x.resting.fetch_add(1, SeqCst);
         while x.hold.load(SeqCst) && !self.stop.load(Relaxed) {
@@ -566,41 +451,56 @@ impl Search {
         }
     }
 
-    /// Worker `w` turns the answers due to it into tasks of its own (or
-    /// drops the parked paths they close).
-    fn receive(&self, w: usize, local: &mut Local) {
+    /// Worker `w` takes the answers due to it: each narrows the options of
+    /// the node it was claimed at, where `path` (the choices of the
+    /// execution just run, and their nodes) still has it. Returns the
+    /// shallowest node of `path` whose current option an answer left alone
+    /// and whose subtree may be dropped: what was explored below it
+    /// promised nothing (no visit admitted labels, no claim waits).
+    fn receive(
+        &self,
+        w: usize,
+        local: &mut Local,
+        mut path: Option<(&[super::Choice], &mut [super::dfs::Node])>,
+    ) -> Option<usize> {
+        let mut cuts: Vec<usize> = Vec::new();
         for batch in self.inbox(w).due() {
             let closed = batch.len() as u64;
-            let before = local.admitted.len();
+            let mut admitted = 0;
             for a in batch {
-                let (tree, snap) = local.parked.remove(&a.id).expect("an answer to a parked path");
-                if let Some(skip) = a.skip {
-                    local.admitted.push((tree, skip, snap));
+                let at = local.pending.remove(&a.id).expect("an answer to a claim sent") as usize;
+                admitted += u64::from(a.skip.is_some());
+                let Some((choices, nodes)) = path.as_mut() else { continue };
+                if a.skip.is_some() {
+                    // Where the path has moved on above `at`, this marks
+                    // options it was not under: only fewer subtrees dropped.
+                    let above = at.min(nodes.len());
+                    super::dfs::promise(&mut nodes[..above]);
+                }
+                let Some(node) = nodes.get_mut(at).filter(|n| n.claim == a.id) else { continue };
+                if node.narrow(a.skip.unwrap_or(ALL_LABELS), choices[at].taken) {
+                    cuts.push(at);
                 }
             }
-            let k = (local.admitted.len() - before) as u64;
-            self.counts.admitted.fetch_add(k, Relaxed);
-            // The others stop at a state seen before: cut short there.
-            self.pruned.fetch_add(closed - k, Relaxed);
-            // The tasks first: `open` never passes 0 early.
-            self.open.fetch_add(k, SeqCst);
+            self.counts.admitted.fetch_add(admitted, Relaxed);
             self.open.fetch_sub(closed, SeqCst);
         }
+        let (choices, nodes) = path?;
+        local.doomed.extend(cuts);
+        if local.doomed.is_empty() {
+            return None;
+        }
+        // Still so: the option an answer left alone is still taken there.
+        local.doomed.retain(|&c| nodes.get(c).is_some_and(|n| n.left_alone(choices[c].taken)));
+        let waits = local.pending.values().max().map(|&d| d as usize);
+        local.doomed.iter().copied().filter(|&c| !nodes[c].promised && waits.is_none_or(|d| d <= c)).min()
     }
 
-    /// Takes a task for worker `local` of node `n`: its own newest, else
-    /// its node's newest subtree, else the oldest of another node's (a
-    /// steal, sent whole).
-    fn take(&self, n: usize, local: &mut Local) -> Option<Task> {
-        if let Some(t) = local.pop() {
-            return Some(t);
-        }
-        if let Some((tree, a)) = self.node(n).kept.lock().expect("no worker panicked holding a queue").pop() {
-            return Some(Task { tree: Tree::Whole(tree), answer: Some(a), snap: None });
-        }
-        let task = |tree| Task { tree: Tree::Whole(tree), answer: None, snap: None };
+    /// Takes a subtree for a worker of node `n`: its node's newest, else
+    /// the oldest of another node's (a steal, sent whole).
+    fn take(&self, n: usize) -> Option<Subtree> {
         if let Some(t) = self.node(n).work.lock().expect("no worker panicked holding a queue").pop() {
-            return Some(task(t));
+            return Some(t);
         }
         // Another node's queue, where the nodes share this process; a
         // `ShardNode` holds only its own, and gets others' work from its
@@ -615,7 +515,7 @@ impl Search {
                 t.save(&mut w);
                 self.counts.steals.fetch_add(1, Relaxed);
                 self.counts.bytes.fetch_add(w.0.len() as u64, Relaxed);
-                return Some(task(t));
+                return Some(t);
             }
         }
         None
@@ -635,8 +535,8 @@ impl Outbox {
         if self.claims[to].is_empty() {
             return;
         }
-        // A batch's room at once, not grown claim by claim.
-        let batch = std::mem::replace(&mut self.claims[to], Vec::with_capacity(s.link.batch.min(1024)));
+        // Room for an execution's claims (most batches are one's).
+        let batch = std::mem::replace(&mut self.claims[to], Vec::with_capacity(s.link.batch.min(8)));
         s.counts.batches.fetch_add(1, Relaxed);
         s.counts.bytes.fetch_add(CLAIM_BYTES * batch.len() as u64, Relaxed);
         s.claim(to, batch);
@@ -650,8 +550,7 @@ impl Outbox {
 
     /// Sends the claims that have waited long enough.
     fn flush_old(&mut self, s: &Search) {
-        let wait = s.link.latency.max(Duration::from_micros(100));
-        if self.since.is_some_and(|t| t.elapsed() >= wait) {
+        if self.since.is_some_and(|t| t.elapsed() >= s.link.latency) {
             self.flush(s);
         }
     }
@@ -741,8 +640,8 @@ impl Drop for StopOnPanic<'_> {
 }
 
 /// Worker `w` (of node `w mod K`): answers its node's claims, receives its
-/// answers, and explores its tasks (or its node's, or another node's)
-/// until the search is over.
+/// answers, and explores its node's subtrees (or another node's) until the
+/// search is over.
 fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: usize, max: u64, switches: Switches) {
     let n = w % s.k;
     let mut me = s.node(n).table.visitor();
@@ -759,27 +658,20 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
             return;
         }
         s.serve(n, &mut me);
-        s.receive(w, &mut local);
+        s.receive(w, &mut local, None);
         if s.holding() {
             out.flush(s);
-            if local.parked.is_empty() {
-                s.rest(n, &mut local, &mut me);
+            if local.pending.is_empty() {
+                s.rest(n, &mut me);
             } else {
                 std::thread::sleep(Duration::from_micros(20));
             }
             continue;
         }
-        if local.full(s.link.window) && local.admitted.is_empty() {
-            // Only answers can open the window: send what is gathered.
-            out.flush(s);
-            std::thread::sleep(Duration::from_micros(20));
-            continue;
-        }
-        if let Some(task) = s.take(n, &mut local) {
+        if let Some(t) = s.take(n) {
             idle = 0;
             let mut at = At { s, w, n, me: &mut me, out: &mut out, local: &mut local };
-            if at.explore(run, task, max, switches) {
-                // Its claims are counted in `open` already (as parked paths).
+            if at.explore(run, t, max, switches) {
                 s.open.fetch_sub(1, SeqCst);
             }
             continue;
@@ -812,88 +704,82 @@ struct At<'a, 'v> {
 }
 
 impl At<'_, '_> {
-    /// Explores `task`'s subtree depth-first, as the parallel search's
-    /// workers do, parking the executions that reach a state another node
-    /// owns; returns whether it is done with the subtree (`false`: it put it
-    /// back).
-    ///
-    /// When admitted parked paths wait on its stack, it puts its subtree
-    /// back below them, positioned at its next execution, and returns to
-    /// take them up first (depth-first over the two: the subtree comes back
-    /// once they are done); so too while the carrier holds the workers.
+    /// Explores subtree `t` depth-first, as the parallel search's workers
+    /// do, claiming the states other nodes own and exploring them meanwhile
+    /// as their claims say; returns whether it is done with the subtree
+    /// (`false`: it put it back in its node's queue, for the carrier holds
+    /// the workers).
     fn explore(
         &mut self,
         run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome,
-        task: Task,
+        mut t: Subtree,
         max: u64,
         switches: Switches,
     ) -> bool {
         let s = self.s;
-        let Task { tree, mut answer, mut snap } = task;
-        let mut t = tree.into_subtree();
         let k = s.k;
         let states = || s.states();
         let mut tally = Tally::new(&s.executions, &s.pruned, &states);
-        let mut done = true;
-        // A parked path taken up is the execution that parked it, going on:
-        // its first run is not one more execution (its ticket was taken).
-        let mut going_on = answer.is_some();
+        let mut claims = Vec::new();
         loop {
             if s.stop.load(Relaxed) {
-                break;
+                return true;
             }
-            if !std::mem::take(&mut going_on) && !tally.take(max) {
+            if !tally.take(max) {
                 s.stop.store(true, SeqCst);
-                break;
+                return true;
             }
-            let mut claim = None;
-            let (result, parked) = {
+            claims.clear();
+            let (result, claimed) = {
                 let me = &mut *self.me;
                 let (n, known) = (self.n, &mut self.local.known);
                 let mut v = |state: u64, asleep: u64| {
-                    if let Some(skip) = answer.take() {
-                        return Some(skip);
-                    }
                     if owner(state, k) == n {
                         return me.visit(state, asleep).0;
                     }
-                    if known.settled(state, asleep) {
+                    let Some(skip) = known.unsettled(state, asleep) else {
                         known.hits += 1;
                         return None;
-                    }
-                    claim = Some(Claim { state, asleep, id: 0 });
-                    Some(PARK)
+                    };
+                    claims.push(Claim { state, asleep, id: 0 });
+                    Some(skip | CLAIMED)
                 };
-                let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches).resuming(snap.take());
+                let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches).promising();
                 let result = run(&mut d);
-                let parked = d.take_parked();
-                (result, parked)
+                let claimed = d.take_claimed();
+                (result, claimed)
             };
             if result.steps > s.max_steps.load(Relaxed) {
                 s.max_steps.fetch_max(result.steps, Relaxed);
             }
-            // A parked execution is not cut short: its claim's answer says
-            // whether it goes on or stops at a state seen before.
-            tally.pruned += u64::from(result.pruned && claim.is_none());
+            tally.pruned += u64::from(result.pruned);
             if result.violation.is_some() {
                 s.found.lock().expect("no worker panicked holding the result").get_or_insert(result);
                 s.stop.store(true, SeqCst);
-                break;
+                return true;
             }
-            if let Some(c) = claim {
-                self.park(c, &result.choices, &t.nodes, parked);
+            for (&c, &at) in claims.iter().zip(&claimed) {
+                self.claim(c, at, &mut t.nodes);
             }
-            if !t.advance(result.choices) {
-                break;
+            let mut choices = result.choices;
+            if let Some(cut) = s.receive(self.w, self.local, Some((&choices, &mut t.nodes))) {
+                // Below `cut`, what is left was explored elsewhere.
+                if cut < t.frozen {
+                    return true;
+                }
+                choices.truncate(cut + 1);
+                t.nodes.truncate(cut + 1);
+                t.nodes[cut].foot = None;
+            }
+            if !t.advance(choices) {
+                return true;
             }
             // A worker deep in a subtree still answers its node's claims.
             s.serve(self.n, self.me);
-            s.receive(self.w, self.local);
             self.out.flush_old(s);
-            if s.holding() || !self.local.admitted.is_empty() || self.local.full(s.link.window) {
-                self.local.put_back(t);
-                done = false;
-                break;
+            if s.holding() {
+                s.node(self.n).work.lock().expect("no worker panicked holding a queue").push(t);
+                return false;
             }
             if s.wanted() {
                 let given = split_off(&mut t);
@@ -903,22 +789,22 @@ impl At<'_, '_> {
                 }
             }
         }
-        done
     }
 
-    /// Parks the execution that made `choices` (with `nodes`) at the state
-    /// of `claim`, keeping its checkpoint there if it has one, and claims
-    /// the state from its owner.
-    fn park(&mut self, mut claim: Claim, choices: &[super::Choice], nodes: &[super::dfs::Node], snap: Option<Parked>) {
+    /// Claims the state of `claim` from its owner, the node `at` of
+    /// `nodes` (where its answer may narrow the options; `u32::MAX`: none).
+    fn claim(&mut self, mut claim: Claim, at: u32, nodes: &mut [super::dfs::Node]) {
         let s = self.s;
         claim.id = (s.next_id.fetch_add(1, Relaxed) << WORKER_BITS) | self.w as u64;
+        if let Some(node) = nodes.get_mut(at as usize) {
+            node.claim = claim.id;
+        }
         let o = owner(claim.state, s.k);
         // Counted before its claim can be answered.
         s.open.fetch_add(1, SeqCst);
         s.counts.claims.fetch_add(1, Relaxed);
-        let path = Waiting::parked(choices, nodes);
-        self.local.parked.insert(claim.id, (path, snap));
-        self.local.most = self.local.most.max(self.local.waiting());
+        self.local.pending.insert(claim.id, at);
+        self.local.most = self.local.most.max(self.local.pending.len());
         self.out.claims[o].push(claim);
         self.out.since.get_or_insert_with(Instant::now);
         if self.out.claims[o].len() >= s.link.batch {
@@ -929,54 +815,26 @@ impl At<'_, '_> {
 
 #[cfg(test)]
 mod tests {
-    use super::waiting::tests::{same, subtree};
-    use super::{Known, Local, Tree, HOT};
-
-    #[test]
-    fn put_back_subtrees_below_the_newest_wait_small_and_come_back_whole() {
-        let mut local = Local::new();
-        let n = HOT as u32 + 40;
-        for i in 0..n {
-            local.put_back(subtree(i, 12, 8));
-        }
-        let small = |l: &Local| l.put_back.iter().filter(|t| matches!(t, Tree::Waiting(_))).count();
-        assert_eq!((local.cold, small(&local)), (40, 40));
-        // Take up the ten newest and put five back: the older ones stay small,
-        // the newest stay whole.
-        for _ in 0..10 {
-            local.pop();
-        }
-        for i in 0..5 {
-            local.put_back(subtree(1000 + i, 12, 8));
-        }
-        assert_eq!((local.cold, small(&local)), (40, 40));
-        // Each comes back as it was put back, the newest first.
-        let expected = (1000..1005).rev().chain((0..n - 10).rev());
-        for i in expected {
-            let t = local.pop().expect("a task for each put back").tree.into_subtree();
-            assert!(same(&t, &subtree(i, 12, 8)), "subtree {i}");
-        }
-        assert!(local.pop().is_none());
-        assert_eq!(local.cold, 0);
-    }
+    use super::Known;
 
     #[test]
     fn a_state_claimed_with_a_mask_is_settled_for_every_wider_one_and_no_other() {
         let mut k = Known::new();
         // Never claimed: claim it (and remember the mask).
-        assert!(!k.settled(7, 0b0110));
+        assert_eq!(k.unsettled(7, 0b0110), Some(0b0110));
         // The owner's mask is within 0b0110 now: a visit leaving those asleep
-        // (and more) has nothing to explore; one waking label 0b0010 may.
-        assert!(k.settled(7, 0b0110));
-        assert!(k.settled(7, 0b1110));
-        assert!(!k.settled(7, 0b0100));
+        // (and more) has nothing to explore; one waking label 0b0010 may,
+        // and leaves alone the labels the first claim explores.
+        assert_eq!(k.unsettled(7, 0b0110), None);
+        assert_eq!(k.unsettled(7, 0b1110), None);
+        assert_eq!(k.unsettled(7, 0b0100), Some(0xffff & !0b0010));
         // That claim narrowed what is known to 0b0100.
-        assert!(k.settled(7, 0b0100));
-        assert!(!k.settled(7, 0));
-        assert!(k.settled(7, 0b1));
+        assert_eq!(k.unsettled(7, 0b0100), None);
+        assert_eq!(k.unsettled(7, 0), Some(0xffff & !0b0100));
+        assert_eq!(k.unsettled(7, 0b1), None);
         // Only the 16 mask bits count; the hash 0 is never settled.
-        assert!(k.settled(7, 1 << 20));
-        assert!(!k.settled(0, 0xffff));
-        assert!(!k.settled(0, 0xffff));
+        assert_eq!(k.unsettled(7, 1 << 20), None);
+        assert_eq!(k.unsettled(0, 0xffff), Some(0xffff));
+        assert_eq!(k.unsettled(0, 0xffff), Some(0xffff));
     }
 }

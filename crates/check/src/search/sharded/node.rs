@@ -18,8 +18,8 @@
 //! (`give`), and they travel as a message like any other.
 //!
 //! **The end.** Each node's `open` counts its own work: subtrees queued or
-//! explored, and paths parked until their owner answers (a claim or an
-//! answer on its way is a parked path of its discoverer). Subtrees given
+//! explored, and claims its workers sent that are not yet answered (a
+//! claim or an answer on its way is its claimer's). Subtrees given
 //! away leave the giver's count when they leave its queue and enter the
 //! receiver's before they enter its queue. So the whole search is over
 //! when, in one round of pumps, every node says its `open` is zero, none
@@ -33,20 +33,18 @@
 //! its way between them, so that together they are the search (its visited
 //! set and its frontier), with no claim or answer lost. The carrier *holds*
 //! the nodes (`pump`'s `hold`): a worker stops at its next execution's end
-//! (its subtree put back, positioned at the execution it would run next),
-//! sends its claims, and waits for the answers to every path it parked;
-//! then it puts its tasks in its node's queues (an admitted path with the
-//! answer that is its state's visit) and rests, still answering its node's
-//! claims. A node is *settled* when every worker rests. A claim or an
-//! answer on its way means a parked path whose worker does not rest, so
+//! (its subtree put in its node's queue, positioned at the execution it
+//! would run next), sends its claims, waits for the answer to every claim
+//! it sent and rests, still answering its node's claims. A node is
+//! *settled* when every worker rests. A claim or an answer on its way
+//! means a worker that does not rest, so
 //! once a round of pumps finds every node settled and carries nothing (no
 //! subtree on its way either), nothing is in flight, and stays so: the
 //! carrier takes each node's [`ShardNode::save`] and lets the hold go.
 //!
 //! A snapshot resumes on any number of nodes ([`ShardNode::resume`]): the
 //! owner of a state is its fingerprint's, dealt round the new nodes; the
-//! frontier's subtrees and admitted paths are dealt round them too (any
-//! worker may take up any of them: an admitted path carries its answer).
+//! frontier's subtrees are dealt round them too.
 //! What the workers knew of other nodes' answers ([`super::Known`]) is not
 //! kept: it only saves claims.
 //!
@@ -59,8 +57,8 @@
 //! # Messages
 //!
 //! A message is its kind (one byte), a count, then its items: claims
-//! (state, mask asleep, parked path's number: 24 bytes each), answers (the
-//! path's number, then a byte 1 and the mask to leave alone, or a byte 0:
+//! (state, mask asleep, claim's number: 24 bytes each), answers (the
+//! claim's number, then a byte 1 and the mask to leave alone, or a byte 0:
 //! 17 or 9 bytes), or subtrees as a save writes them.
 
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
@@ -172,7 +170,7 @@ impl ShardNode {
         let node = ShardNode::empty(me, nodes, jobs, fp)?;
         let s = &node.search;
         let (mut counts, mut extra, mut item) = ([0u64; 3], Vec::new(), 0usize);
-        let (mut work, mut kept) = (Vec::new(), Vec::new());
+        let mut work = Vec::new();
         for (i, part) in parts.iter().enumerate() {
             let p = Part::read(part).map_err(|why| format!("node {i}'s part of the snapshot: {why}"))?;
             let mine: Vec<(u64, u64)> =
@@ -187,16 +185,9 @@ impl ShardNode {
                 }
                 item += 1;
             }
-            for t in p.kept {
-                if item % nodes == me {
-                    kept.push(t);
-                }
-                item += 1;
-            }
         }
-        s.open.store((work.len() + kept.len()) as u64, SeqCst);
+        s.open.store(work.len() as u64, SeqCst);
         *s.node(me).work.lock().expect("unshared") = work;
-        *s.node(me).kept.lock().expect("unshared") = kept;
         if me != 0 {
             return Ok((node, vec![0; extra.len()]));
         }
@@ -218,7 +209,7 @@ impl ShardNode {
 
     /// Its part of a snapshot of the search, with the caller's counters
     /// `extra`: its counts, the states it owns and its frontier (its
-    /// queue, and the admitted parked paths its workers put down); with
+    /// queue, where its workers put their subtrees down); with
     /// `changed_only`, of the states only those added or narrowed since its
     /// last save (a *delta*, which [`ShardNode::merge`] lays over the parts
     /// before it; the node must [`ShardNode::record_changes`]). Only while
@@ -243,8 +234,7 @@ impl ShardNode {
             all
         };
         let work = node.work.lock().expect("no worker panicked holding a queue");
-        let kept = node.kept.lock().expect("no worker panicked holding a queue");
-        Ok(Part::write(counts, extra, &visited, &work, &kept))
+        Ok(Part::write(counts, extra, &visited, &work))
     }
 
     /// One part made of a node's whole part and the deltas that followed
@@ -264,7 +254,7 @@ impl ShardNode {
             last = Some(p);
         }
         let Some(last) = last else { return Err("no part to merge".into()) };
-        Ok(Part::write(last.counts, &last.extra, &visited, &last.work, &last.kept))
+        Ok(Part::write(last.counts, &last.extra, &visited, &last.work))
     }
 
     /// Whether the carrier holds this node and every worker rests.
@@ -456,28 +446,18 @@ struct Part {
     extra: Vec<u64>,
     visited: Vec<(u64, u64)>,
     work: Vec<Subtree>,
-    kept: Vec<(Subtree, u64)>,
 }
 
 impl Part {
     /// A part's bytes: the counts, the caller's counters `extra`, the
-    /// states `visited`, the queue `work`, then the admitted parked paths
-    /// of `kept` (their subtrees as one list, then their answers).
-    fn write(
-        counts: [u64; 3],
-        extra: &[u64],
-        visited: &[(u64, u64)],
-        work: &[Subtree],
-        kept: &[(Subtree, u64)],
-    ) -> Vec<u8> {
+    /// states `visited`, then the queue `work`.
+    fn write(counts: [u64; 3], extra: &[u64], visited: &[(u64, u64)], work: &[Subtree]) -> Vec<u8> {
         let mut w = Writer::default();
         counts.iter().for_each(|&c| w.u64(c));
         w.u64(extra.len() as u64);
         extra.iter().for_each(|&e| w.u64(e));
         save_entries(&mut w, visited);
         save_subtrees(&mut w, work.iter());
-        save_subtrees(&mut w, kept.iter().map(|(t, _)| t));
-        kept.iter().for_each(|&(_, a)| w.u64(a));
         w.0
     }
 
@@ -489,11 +469,9 @@ impl Part {
         let extra = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
         let visited = Table::read_entries(&mut r)?;
         let work = load_subtrees(&mut r)?;
-        let paths = load_subtrees(&mut r)?;
-        let kept = paths.into_iter().map(|t| Ok((t, r.u64()?))).collect::<Result<Vec<_>, String>>()?;
         if !r.done() {
             return Err("bytes after its last item".into());
         }
-        Ok(Part { counts, extra, visited, work, kept })
+        Ok(Part { counts, extra, visited, work })
     }
 }
