@@ -34,11 +34,6 @@ pub(super) struct Node {
     /// Not saved: a claim's answer finds its node only in the worker that
     /// sent it (and no claim is unanswered when a search is saved).
     pub(super) claim: u64,
-    /// Whether a visit below this node, under its current option, admitted
-    /// labels to explore (a promise to the visited set that the labels
-    /// will be explored; a sharded search may drop the option's subtree
-    /// only while none was made). Not saved.
-    pub(super) promised: bool,
 }
 
 /// A scheduling point's labels, held inline: a CPU's step or its store
@@ -126,7 +121,7 @@ impl Node {
         let foot = if r.u8()? != 0 { Some(Foot::load(r)?) } else { None };
         let skip = r.u64()?;
         let unless_local = if r.u8()? != 0 { Some(r.u64()?) } else { None };
-        Ok(Node { sched, labels: Labels { len, at }, sleep, done, foot, skip, unless_local, claim: 0, promised: false })
+        Ok(Node { sched, labels: Labels { len, at }, sleep, done, foot, skip, unless_local, claim: 0 })
     }
 
     /// Returns the next option after `taken` this visit explores.
@@ -134,18 +129,11 @@ impl Node {
         (taken + 1..n).find(|&k| !self.sched || self.skip & (1 << self.labels[k as usize]) == 0)
     }
 
-    /// Leaves `skip`'s labels alone from now on (a claim's answer); returns
-    /// whether option `taken`, explored now, is one of them.
-    pub(super) fn narrow(&mut self, skip: u64, taken: u32) -> bool {
+    /// Leaves `skip`'s labels alone from now on (a claim's answer): the
+    /// options after the current one that it names are not taken.
+    pub(super) fn narrow(&mut self, skip: u64) {
         self.claim = 0;
         self.skip |= skip;
-        self.left_alone(taken)
-    }
-
-    /// Whether option `taken` is one this visit leaves alone (only a
-    /// claim's answer makes it so: [`Node::narrow`]).
-    pub(super) fn left_alone(&self, taken: u32) -> bool {
-        self.sched && self.skip & (1 << self.labels[taken as usize]) != 0
     }
 
     /// Returns the transitions asleep after taking the current option: those
@@ -241,9 +229,6 @@ pub(super) struct Dfs<'a> {
     /// load's choice of value: its step makes the rest of the prefix's
     /// choices, that one among them.
     prefix_sched: Option<usize>,
-    /// Whether visits that admit labels mark the path above them
-    /// ([`Node::promised`]): a sharded search's.
-    promises: bool,
     /// For each state `visit` answered [`CLAIMED`], the index of its choice
     /// (where the execution made a node for it, unless nothing was left to
     /// explore there).
@@ -269,24 +254,7 @@ impl<'a> Dfs<'a> {
         // whichever it chooses.
         let read = prefix.last().is_some_and(|c| c.point == ChoiceKind::Read);
         let prefix_sched = if read { prefix.iter().rposition(|c| c.point == ChoiceKind::Sched) } else { None };
-        Dfs {
-            prefix,
-            nodes,
-            at: 0,
-            visit,
-            switches,
-            last_sched: None,
-            local: None,
-            prefix_sched,
-            promises: false,
-            claimed: Vec::new(),
-        }
-    }
-
-    /// This search marks the promises its visits make (see
-    /// [`Node::promised`]), as a sharded search's worker needs.
-    pub(super) fn promising(self) -> Self {
-        Dfs { promises: true, ..self }
+        Dfs { prefix, nodes, at: 0, visit, switches, last_sched: None, local: None, prefix_sched, claimed: Vec::new() }
     }
 
     /// The choices at the states its execution claimed, in the order
@@ -329,12 +297,7 @@ impl Chooser for Dfs<'_> {
                     claimed = true;
                     (skip & !CLAIMED, None)
                 }
-                Some(skip) => {
-                    if self.promises {
-                        promise(&mut self.nodes[..i]);
-                    }
-                    (skip, None)
-                }
+                Some(skip) => (skip, None),
                 None => return Pick::Prune,
             },
         };
@@ -353,7 +316,6 @@ impl Chooser for Dfs<'_> {
             skip,
             unless_local,
             claim: 0,
-            promised: false,
         });
         self.last_sched = Some(i);
         Pick::Take(first)
@@ -434,19 +396,6 @@ impl Chooser for Dfs<'_> {
     }
 }
 
-/// Marks the choices of `path` (the nodes above a visit that admitted
-/// labels) as having a promise below their current options.
-pub(super) fn promise(path: &mut [Node]) {
-    for node in path.iter_mut().rev() {
-        if node.promised {
-            // So are the ones above it: an option taken anew clears only
-            // its own node's mark.
-            return;
-        }
-        node.promised = true;
-    }
-}
-
 /// Moves the path `stack` (with its `nodes`) to the next choice to explore:
 /// the deepest choice with an option this visit explores left, the option it
 /// leaves recorded as explored. Returns `false` when none is left below
@@ -470,7 +419,6 @@ pub(super) fn backtrack(
                 node.done.push((node.labels[taken as usize].into(), foot));
             }
             stack[i].taken = k;
-            node.promised = false;
             return true;
         }
         stack.pop();
@@ -540,24 +488,12 @@ mod tests {
     }
 
     #[test]
-    fn a_promise_marks_the_path_above_it_and_a_new_option_clears_its_node() {
-        let sched = |labels: &[u32]| Node { sched: true, labels: Labels::new(labels), ..Node::default() };
-        let mut nodes = vec![sched(&[0, 2, 4]), sched(&[0, 2]), sched(&[0, 2])];
-        let mut stack = vec![Choice { point: ChoiceKind::Sched, n: 3, taken: 0 }; 1];
-        stack.extend([Choice { point: ChoiceKind::Sched, n: 2, taken: 0 }; 2]);
-        // A visit at depth 2 admitted labels: the two nodes above it promised.
-        promise(&mut nodes[..2]);
-        assert_eq!(nodes.iter().map(|n| n.promised).collect::<Vec<_>>(), [true, true, false]);
-        // The deepest moves to its next option, then the one above it: each
-        // option taken anew has promised nothing yet; the root's still has.
-        assert!(backtrack(&mut stack, &mut nodes, 0, None));
-        assert_eq!((stack.len(), nodes[2].promised), (3, false));
-        assert!(backtrack(&mut stack, &mut nodes, 0, None));
-        assert_eq!((stack.len(), stack[1].taken, nodes[1].promised, nodes[0].promised), (2, 1, false, true));
-        // An answer that leaves the root's option alone says so; one that
-        // leaves alone only another option does not.
-        assert!(!nodes[0].narrow(1 << 2, 0));
-        assert!(nodes[0].narrow(1 << 0, 0));
-        assert_eq!(nodes[0].next_option(0, 3), Some(2), "label 2 is left alone, label 4 is not");
+    fn an_answer_narrows_the_options_after_the_current_one() {
+        let mut node = Node { sched: true, labels: Labels::new(&[0, 2, 4]), ..Node::default() };
+        node.claim = 7;
+        node.narrow(1 << 2);
+        assert_eq!((node.claim, node.next_option(0, 3)), (0, Some(2)), "label 2 is left alone, label 4 is not");
+        node.narrow(1 << 4);
+        assert_eq!(node.next_option(0, 3), None);
     }
 }

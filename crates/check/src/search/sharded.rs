@@ -33,17 +33,13 @@
 //! less). What sharding costs is the claims' messages and the options a
 //! worker explores before their answers say another visit explored them.
 //!
-//! **Promises.** A visit that admits labels (a local one, or a claim
-//! answered with labels to explore) promises the visited set that they
-//! will be explored, and other visits rely on it: they leave those labels
-//! alone. So an option an answer leaves alone (the state was seen, and the
-//! option explored, elsewhere) is dropped with what is left of its subtree
-//! only while nothing below it promised anything ([`super::dfs::Node`]'s
-//! `promised`) and no claim made below it waits for its answer; otherwise
-//! it is explored to its end. Dropping a subtree that promised something
-//! could lose states: two workers each relying on the other's promise.
-//! Claims are sent after each execution (or, with an injected latency, once
-//! the oldest has waited that long): a late answer explores more.
+//! **Nothing dropped.** An option an answer leaves alone that the worker
+//! is exploring already is explored to its end: a visit below it that
+//! admitted labels is a promise other visits rely on, and dropping such
+//! subtrees (even only those with no promise seen below them) lost states
+//! when the nodes ran as processes. Claims are sent after each execution
+//! (or, with an injected latency, once the oldest has waited that long): a
+//! late answer explores more.
 //!
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
@@ -333,8 +329,6 @@ fn worker(id: u64) -> usize {
 /// other nodes' states.
 struct Local {
     pending: HashMap<u64, u32>,
-    /// Choices of its path whose option an answer left alone.
-    doomed: Vec<usize>,
     known: Known,
     /// The most claims it had unanswered at once.
     most: usize,
@@ -342,7 +336,7 @@ struct Local {
 
 impl Local {
     fn new() -> Self {
-        Local { pending: HashMap::new(), doomed: Vec::new(), known: Known::new(), most: 0 }
+        Local { pending: HashMap::new(), known: Known::new(), most: 0 }
     }
 }
 
@@ -452,48 +446,26 @@ impl Search {
     }
 
     /// Worker `w` takes the answers due to it: each narrows the options of
-    /// the node it was claimed at, where `path` (the choices of the
-    /// execution just run, and their nodes) still has it. Returns the
-    /// shallowest node of `path` whose current option an answer left alone
-    /// and whose subtree may be dropped: what was explored below it
-    /// promised nothing (no visit admitted labels, no claim waits).
-    fn receive(
-        &self,
-        w: usize,
-        local: &mut Local,
-        mut path: Option<(&[super::Choice], &mut [super::dfs::Node])>,
-    ) -> Option<usize> {
-        let mut cuts: Vec<usize> = Vec::new();
+    /// the node it was claimed at, where `nodes` (the path of the execution
+    /// just run) still has it. The option that node explores now is
+    /// explored to its end even when the answer leaves it alone: dropping
+    /// its subtree lost states when nodes ran as processes (promises made
+    /// below it, that other visits rely on).
+    fn receive(&self, w: usize, local: &mut Local, mut nodes: Option<&mut [super::dfs::Node]>) {
         for batch in self.inbox(w).due() {
             let closed = batch.len() as u64;
             let mut admitted = 0;
             for a in batch {
                 let at = local.pending.remove(&a.id).expect("an answer to a claim sent") as usize;
                 admitted += u64::from(a.skip.is_some());
-                let Some((choices, nodes)) = path.as_mut() else { continue };
-                if a.skip.is_some() {
-                    // Where the path has moved on above `at`, this marks
-                    // options it was not under: only fewer subtrees dropped.
-                    let above = at.min(nodes.len());
-                    super::dfs::promise(&mut nodes[..above]);
-                }
-                let Some(node) = nodes.get_mut(at).filter(|n| n.claim == a.id) else { continue };
-                if node.narrow(a.skip.unwrap_or(ALL_LABELS), choices[at].taken) {
-                    cuts.push(at);
+                let node = nodes.as_mut().and_then(|n| n.get_mut(at)).filter(|n| n.claim == a.id);
+                if let Some(node) = node {
+                    node.narrow(a.skip.unwrap_or(ALL_LABELS));
                 }
             }
             self.counts.admitted.fetch_add(admitted, Relaxed);
             self.open.fetch_sub(closed, SeqCst);
         }
-        let (choices, nodes) = path?;
-        local.doomed.extend(cuts);
-        if local.doomed.is_empty() {
-            return None;
-        }
-        // Still so: the option an answer left alone is still taken there.
-        local.doomed.retain(|&c| nodes.get(c).is_some_and(|n| n.left_alone(choices[c].taken)));
-        let waits = local.pending.values().max().map(|&d| d as usize);
-        local.doomed.iter().copied().filter(|&c| !nodes[c].promised && waits.is_none_or(|d| d <= c)).min()
     }
 
     /// Takes a subtree for a worker of node `n`: its node's newest, else
@@ -744,7 +716,7 @@ impl At<'_, '_> {
                     claims.push(Claim { state, asleep, id: 0 });
                     Some(skip | CLAIMED)
                 };
-                let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches).promising();
+                let mut d = Dfs::new(&t.stack, &mut t.nodes, &mut v, switches);
                 let result = run(&mut d);
                 let claimed = d.take_claimed();
                 (result, claimed)
@@ -761,17 +733,8 @@ impl At<'_, '_> {
             for (&c, &at) in claims.iter().zip(&claimed) {
                 self.claim(c, at, &mut t.nodes);
             }
-            let mut choices = result.choices;
-            if let Some(cut) = s.receive(self.w, self.local, Some((&choices, &mut t.nodes))) {
-                // Below `cut`, what is left was explored elsewhere.
-                if cut < t.frozen {
-                    return true;
-                }
-                choices.truncate(cut + 1);
-                t.nodes.truncate(cut + 1);
-                t.nodes[cut].foot = None;
-            }
-            if !t.advance(choices) {
+            s.receive(self.w, self.local, Some(&mut t.nodes));
+            if !t.advance(result.choices) {
                 return true;
             }
             // A worker deep in a subtree still answers its node's claims.
