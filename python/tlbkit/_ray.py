@@ -239,7 +239,7 @@ def check_sharded(token: str, address: Optional[str] = None, state_out: Optional
 
     With ``checkpoint`` (a directory), a snapshot of the whole search every
     ``every_s`` seconds: the nodes are held until two polls in a row find
-    every one settled (its workers at rest, nothing parked) and nothing on
+    every one settled (its workers at rest, no claim unanswered) and nothing on
     its way; each
     node's part is written there as it made it, then the file naming them
     (``tlbkit_check::run::shards``). A node whose part of the visited set

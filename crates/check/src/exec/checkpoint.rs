@@ -61,9 +61,8 @@
 //!   checkpoint (`arm64-linux-skipbcast` saved 19 KB per checkpoint when the
 //!   state was cloned in at each restore, 6 KB with it living there).
 //!
-//! Builds with debug
-//! assertions check that every checkpoint restored lies on the path it is
-//! restored along.
+//! Builds with debug assertions check that every checkpoint restored lies
+//! on the path it is restored along.
 //!
 //! `crates/check/tests/checkpoints.rs` compares searches with checkpoints on
 //! and off: the same states, executions and verdicts for every policy, zoo

@@ -707,7 +707,9 @@ impl At<'_, '_> {
                 let (n, known) = (self.n, &mut self.local.known);
                 let mut v = |state: u64, asleep: u64| {
                     if owner(state, k) == n {
-                        return me.visit(state, asleep).0;
+                        // A table's answer may set every bit past the labels'
+                        // (`CLAIMED`'s too): only a claim carries that flag.
+                        return me.visit(state, asleep).0.map(|skip| skip & !CLAIMED);
                     }
                     let Some(skip) = known.unsettled(state, asleep) else {
                         known.hits += 1;
@@ -730,6 +732,7 @@ impl At<'_, '_> {
                 s.stop.store(true, SeqCst);
                 return true;
             }
+            debug_assert_eq!(claims.len(), claimed.len(), "a claim for each state the search claimed");
             for (&c, &at) in claims.iter().zip(&claimed) {
                 self.claim(c, at, &mut t.nodes);
             }
@@ -754,8 +757,9 @@ impl At<'_, '_> {
         }
     }
 
-    /// Claims the state of `claim` from its owner, the node `at` of
-    /// `nodes` (where its answer may narrow the options; `u32::MAX`: none).
+    /// Claims the state of `claim` from its owner, made at choice `at` of
+    /// the path `nodes` (whose node there, if the execution made one, its
+    /// answer may narrow).
     fn claim(&mut self, mut claim: Claim, at: u32, nodes: &mut [super::dfs::Node]) {
         let s = self.s;
         claim.id = (s.next_id.fetch_add(1, Relaxed) << WORKER_BITS) | self.w as u64;
