@@ -34,7 +34,7 @@ use crate::table::{Align, Table};
 use clap::Args;
 use std::time::{Duration, Instant};
 use tlbkit_check::exec::steps_run;
-use tlbkit_check::search::{Link, Traffic, MAX_NODES};
+use tlbkit_check::search::{Link, Traffic, MAX_NODES, SEND_EVERY};
 
 /// `tlbkit bench sharded`'s flags.
 #[derive(Args)]
@@ -53,14 +53,17 @@ pub struct ShardedArgs {
     /// microseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_us: u64,
-    /// The most claims a worker sends one node in a batch (it sends what it
-    /// has after each execution, or once the oldest has waited --latency-us).
+    /// The most claims a worker sends one node in a batch.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
+    /// The executions a worker runs after a claim before it sends what it
+    /// has (and, with --latency-us, until the oldest has waited that long).
+    #[arg(long, default_value_t = SEND_EVERY)]
+    pub every: u32,
     /// Join the nodes over loopback TCP, each with the courier a node of
     /// `tlbkit check --ray ADDRESS --ray-search sharded` has, driven by the
-    /// Ray driver's rule, instead of in-process mailboxes (`--latency-us` and
-    /// `--batch` do not apply; the claims, admitted and known columns are
+    /// Ray driver's rule, instead of in-process mailboxes (`--latency-us`,
+    /// `--batch` and `--every` do not apply; the claims, admitted and known columns are
     /// left out).
     #[arg(long)]
     pub tcp: bool,
@@ -105,6 +108,9 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
     if a.batch == 0 {
         return Err("--batch 0: give the claims a batch holds, e.g. --batch 256".into());
     }
+    if a.every == 0 {
+        return Err(format!("--every 0: give the executions between sends, e.g. --every {SEND_EVERY}").into());
+    }
     let jobs = match a.jobs {
         Some(0) => return Err("--jobs 0: give the workers in all, e.g. --jobs 2".into()),
         Some(j) => j,
@@ -116,7 +122,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
     let per_node = |n: usize| (jobs / n).max(1);
     let workers = |n: usize| if a.tcp { n * per_node(n) } else { jobs.max(n) };
     let poll = Duration::from_millis(10);
-    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch };
+    let link = Link { latency: Duration::from_micros(a.latency_us), batch: a.batch, every: a.every };
     let (t, steps) = (Instant::now(), steps_run());
     let local = tlbkit_check::run::check_exhaustive_jobs(&spec, jobs)?;
     let (jobs_s, jobs_steps) = (t.elapsed().as_secs_f64(), steps_run() - steps);
@@ -190,7 +196,7 @@ fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> R
                 serde_json::json!({
                     "policy": a.policy, "nodes": r.nodes, "workers": r.workers, "tcp": a.tcp,
                     "processes": a.processes,
-                    "latency_us": a.latency_us, "batch": a.batch, "states": r.states, "sharded_s": r.sharded_s,
+                    "latency_us": a.latency_us, "batch": a.batch, "every": a.every, "states": r.states, "sharded_s": r.sharded_s,
                     "sharded_executions": r.sharded_executions, "sharded_steps": r.sharded_steps,
                     "claims": r.traffic.as_ref().map(|t| t.claims), "admitted": r.traffic.as_ref().map(|t| t.admitted),
                     "known": r.traffic.as_ref().map(|t| t.known), "batches": r.traffic.as_ref().map(|t| t.batches),
@@ -215,8 +221,8 @@ fn print(a: &ShardedArgs, rows: &[Row], jobs: usize, one_peak: Option<u64>) -> R
     } else {
         println!(
             "{} at the standard bounds: the visited set sharded among in-process nodes ({jobs} workers in all, \
-             {} µs a batch, batches of {}), against --jobs {jobs}",
-            a.policy, a.latency_us, a.batch
+             {} µs a batch, batches of {}, sent every {} executions), against --jobs {jobs}",
+            a.policy, a.latency_us, a.batch, a.every
         );
     }
     // The largest node process's peak memory, and its ratio to one node's

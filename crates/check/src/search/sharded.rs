@@ -37,9 +37,10 @@
 //! is exploring already is explored to its end: a visit below it that
 //! admitted labels is a promise other visits rely on, and dropping such
 //! subtrees (even only those with no promise seen below them) lost states
-//! when the nodes ran as processes. Claims are sent after each execution
-//! (or, with an injected latency, once the oldest has waited that long): a
-//! late answer explores more.
+//! when the nodes ran as processes. A worker sends its claims every
+//! [`SEND_EVERY`] executions (with an injected latency, once the oldest has
+//! also waited that long): a late answer explores more, and a batch of
+//! one claim costs more per claim than a batch of many.
 //!
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
@@ -85,7 +86,7 @@ use super::parallel::{split_off, Subtree, Tally};
 use super::saved::Writer;
 use super::table::{Fingerprints, Table, Visitor, ALL_LABELS};
 use super::{Outcome, Stats, Worker};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -95,15 +96,25 @@ use std::time::{Duration, Instant};
 pub struct Link {
     /// The time a batch of claims or answers takes to arrive.
     pub latency: Duration,
-    /// The most claims a worker sends one node in a batch (it sends what it
-    /// has after each execution, or, with a latency, once the oldest has
-    /// waited [`Link::latency`]: answers that come later explore more).
+    /// The most claims a worker sends one node in a batch.
     pub batch: usize,
+    /// The executions a worker runs after a claim before it sends its
+    /// claims (and, with a latency, until the oldest has waited
+    /// [`Link::latency`]): answers that come later explore more, batches
+    /// that carry more cost less a claim (see [`SEND_EVERY`]).
+    pub every: u32,
 }
+
+/// The executions a worker runs between sends of its claims by default:
+/// on two cores a claim sent alone cost most of its time in the lines its
+/// batch moved between cores (the batch, the mailbox's queue and count);
+/// after 16 executions (some 40 µs) a batch carries a dozen claims, and the
+/// answers' delay explores 1% more executions (`bench/` records it).
+pub const SEND_EVERY: u32 = 16;
 
 impl Default for Link {
     fn default() -> Self {
-        Link { latency: Duration::ZERO, batch: 256 }
+        Link { latency: Duration::ZERO, batch: 256, every: SEND_EVERY }
     }
 }
 
@@ -239,6 +250,27 @@ impl<T> Mailbox<T> {
     }
 }
 
+/// A value on cache lines of its own: what one worker writes often should
+/// not share a line with what the others read at every execution (a write
+/// takes the line from every other core), as the parallel search's
+/// [`Tally`] learned at 16 workers. (On two cores no change in time was
+/// measured.)
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Padded<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
 /// One node: its part of the visited set, its queue (subtrees any worker
 /// may take) and the claims sent to it.
 struct Node {
@@ -253,7 +285,8 @@ impl Node {
     }
 }
 
-/// What the nodes sent each other, as it is counted ([`Traffic`]).
+/// What the nodes sent each other, as it is counted ([`Traffic`]): each
+/// worker counts its own ([`Sent`]) and adds them in as it ends.
 #[derive(Default)]
 struct Counts {
     claims: AtomicU64,
@@ -290,21 +323,21 @@ struct Wire {
 struct Search {
     /// The nodes of the search.
     k: usize,
-    nodes: Vec<Node>,
+    nodes: Vec<Padded<Node>>,
     /// Per worker of `nodes`: the answers to its claims.
-    answers: Vec<Mailbox<Answer>>,
+    answers: Vec<Padded<Mailbox<Answer>>>,
     link: Link,
     /// Subtrees queued or being explored, and claims waiting for an answer
     /// (of this process's nodes).
-    open: AtomicU64,
-    next_id: AtomicU64,
+    open: Padded<AtomicU64>,
     stop: AtomicBool,
     found: Mutex<Option<Outcome>>,
-    executions: AtomicU64,
+    /// Reserved a batch at a time ([`Tally`]).
+    executions: Padded<AtomicU64>,
     pruned: AtomicU64,
     max_steps: AtomicUsize,
     /// Workers waiting for work.
-    hungry: AtomicUsize,
+    hungry: Padded<AtomicUsize>,
     counts: Counts,
     /// Where this process is one node of many.
     wire: Option<Wire>,
@@ -325,18 +358,72 @@ fn worker(id: u64) -> usize {
 }
 
 /// What one worker keeps to itself: its claims not yet answered (each with
-/// the node of its current path it was made at) and what it claimed of
-/// other nodes' states.
+/// the node of its current path it was made at), what it claimed of other
+/// nodes' states, and its counts.
 struct Local {
-    pending: HashMap<u64, u32>,
+    w: usize,
+    /// Its claims from number `first` on, in order: the choice each was
+    /// made at, or `None` once answered (answers from different owners
+    /// come in any order; the answered at the front are let go).
+    pending: VecDeque<Option<u32>>,
+    first: u64,
+    /// Its claims unanswered.
+    waiting: usize,
     known: Known,
     /// The most claims it had unanswered at once.
     most: usize,
+    /// The most steps one of its executions took.
+    steps: usize,
+    sent: Sent,
+}
+
+/// A worker's own counts of what it sent and what was answered, added to
+/// the search's [`Counts`] as it ends.
+#[derive(Default)]
+struct Sent {
+    claims: u64,
+    admitted: u64,
+    batches: u64,
+    bytes: u64,
 }
 
 impl Local {
-    fn new() -> Self {
-        Local { pending: HashMap::new(), known: Known::new(), most: 0 }
+    fn new(w: usize) -> Self {
+        let (pending, known, sent) = (VecDeque::new(), Known::new(), Sent::default());
+        // Numbers from 1: a path's node with no claim has 0.
+        Local { w, pending, first: 1, waiting: 0, known, most: 0, steps: 0, sent }
+    }
+
+    /// Numbers its next claim, made at choice `at`.
+    fn claim(&mut self, at: u32) -> u64 {
+        let seq = self.first + self.pending.len() as u64;
+        self.pending.push_back(Some(at));
+        self.waiting += 1;
+        self.most = self.most.max(self.waiting);
+        self.sent.claims += 1;
+        (seq << WORKER_BITS) | self.w as u64
+    }
+
+    /// The choice claim `id` was made at; it is answered now.
+    fn answered(&mut self, id: u64) -> u32 {
+        let i = usize::try_from((id >> WORKER_BITS) - self.first).expect("a claim's number");
+        let at = self.pending[i].take().expect("one answer to a claim sent");
+        self.waiting -= 1;
+        while self.pending.front().is_some_and(Option::is_none) {
+            self.pending.pop_front();
+            self.first += 1;
+        }
+        at
+    }
+
+    /// Adds its counts to the search's.
+    fn done(&self, c: &Counts) {
+        c.claims.fetch_add(self.sent.claims, Relaxed);
+        c.admitted.fetch_add(self.sent.admitted, Relaxed);
+        c.batches.fetch_add(self.sent.batches, Relaxed);
+        c.bytes.fetch_add(self.sent.bytes, Relaxed);
+        c.known.fetch_add(self.known.hits, Relaxed);
+        c.most_waiting.fetch_max(self.most as u64, Relaxed);
     }
 }
 
@@ -347,17 +434,16 @@ impl Search {
         let here = if wire.is_some() { 1 } else { k };
         Search {
             k,
-            nodes: (0..here).map(|_| Node::new(fp)).collect(),
-            answers: (0..workers).map(|_| Mailbox::new()).collect(),
-            link: Link { batch: link.batch.max(1), ..link },
-            open: AtomicU64::new(0),
-            next_id: AtomicU64::new(0),
+            nodes: (0..here).map(|_| Padded(Node::new(fp))).collect(),
+            answers: (0..workers).map(|_| Padded(Mailbox::new())).collect(),
+            link: Link { batch: link.batch.max(1), every: link.every.max(1), ..link },
+            open: Padded(AtomicU64::new(0)),
             stop: AtomicBool::new(false),
             found: Mutex::new(None),
-            executions: AtomicU64::new(0),
+            executions: Padded(AtomicU64::new(0)),
             pruned: AtomicU64::new(0),
             max_steps: AtomicUsize::new(0),
-            hungry: AtomicUsize::new(0),
+            hungry: Padded(AtomicUsize::new(0)),
             counts: Counts::default(),
             wire,
         }
@@ -411,11 +497,11 @@ impl Search {
     /// Worker `w` of node `n`, held with no claim unanswered, rests until
     /// the hold ends, answering the node's claims meanwhile (another node's
     /// workers may still wait for answers).
-    fn rest(&self, n: usize, me: &mut Visitor<'_>) {
+    fn rest(&self, n: usize, me: &mut Visitor<'_>, sent: &mut Sent) {
         let x = self.wire.as_ref().expect("only a shard node holds");
         x.resting.fetch_add(1, SeqCst);
         while x.hold.load(SeqCst) && !self.stop.load(Relaxed) {
-            self.serve(n, me);
+            self.serve(n, me, sent);
             std::thread::sleep(Duration::from_micros(50));
         }
         x.resting.fetch_sub(1, SeqCst);
@@ -426,8 +512,9 @@ impl Search {
         self.nodes.iter().map(|n| n.table.len() as u64).sum()
     }
 
-    /// Node `n` visits the claims due in its mailbox and answers them.
-    fn serve(&self, n: usize, me: &mut Visitor<'_>) {
+    /// Node `n` visits the claims due in its mailbox and answers them
+    /// (counting what it sends into `sent`).
+    fn serve(&self, n: usize, me: &mut Visitor<'_>, sent: &mut Sent) {
         for batch in self.node(n).claims.due() {
             // A batch is one worker's claims (an outbox is a worker's): its
             // answers go back to that worker in one batch.
@@ -439,8 +526,8 @@ impl Search {
                     Answer { id: c.id, skip: me.visit(c.state, c.asleep).0 }
                 })
                 .collect();
-            self.counts.batches.fetch_add(1, Relaxed);
-            self.counts.bytes.fetch_add(ANSWER_BYTES * answers.len() as u64, Relaxed);
+            sent.batches += 1;
+            sent.bytes += ANSWER_BYTES * answers.len() as u64;
             self.reply(w, answers);
         }
     }
@@ -456,14 +543,14 @@ impl Search {
             let closed = batch.len() as u64;
             let mut admitted = 0;
             for a in batch {
-                let at = local.pending.remove(&a.id).expect("an answer to a claim sent") as usize;
+                let at = local.answered(a.id) as usize;
                 admitted += u64::from(a.skip.is_some());
                 let node = nodes.as_mut().and_then(|n| n.get_mut(at)).filter(|n| n.claim == a.id);
                 if let Some(node) = node {
                     node.narrow(a.skip.unwrap_or(ALL_LABELS));
                 }
             }
-            self.counts.admitted.fetch_add(admitted, Relaxed);
+            local.sent.admitted += admitted;
             self.open.fetch_sub(closed, SeqCst);
         }
     }
@@ -499,31 +586,36 @@ struct Outbox {
     claims: Vec<Vec<Claim>>,
     /// When the oldest claim not yet sent was made.
     since: Option<Instant>,
+    /// Executions run since then.
+    runs: u32,
 }
 
 impl Outbox {
-    /// Sends node `to` its claims.
-    fn send(&mut self, s: &Search, to: usize) {
+    /// Sends node `to` its claims (counting them into `sent`).
+    fn send(&mut self, s: &Search, to: usize, sent: &mut Sent) {
         if self.claims[to].is_empty() {
             return;
         }
         // Room for an execution's claims (most batches are one's).
         let batch = std::mem::replace(&mut self.claims[to], Vec::with_capacity(s.link.batch.min(8)));
-        s.counts.batches.fetch_add(1, Relaxed);
-        s.counts.bytes.fetch_add(CLAIM_BYTES * batch.len() as u64, Relaxed);
+        sent.batches += 1;
+        sent.bytes += CLAIM_BYTES * batch.len() as u64;
         s.claim(to, batch);
     }
 
     /// Sends every claim gathered.
-    fn flush(&mut self, s: &Search) {
-        (0..self.claims.len()).for_each(|to| self.send(s, to));
+    fn flush(&mut self, s: &Search, sent: &mut Sent) {
+        (0..self.claims.len()).for_each(|to| self.send(s, to, sent));
         self.since = None;
+        self.runs = 0;
     }
 
     /// Sends the claims that have waited long enough.
-    fn flush_old(&mut self, s: &Search) {
-        if self.since.is_some_and(|t| t.elapsed() >= s.link.latency) {
-            self.flush(s);
+    fn flush_old(&mut self, s: &Search, sent: &mut Sent) {
+        let Some(since) = self.since else { return };
+        self.runs += 1;
+        if self.runs >= s.link.every && (s.link.latency.is_zero() || since.elapsed() >= s.link.latency) {
+            self.flush(s, sent);
         }
     }
 }
@@ -617,24 +709,20 @@ impl Drop for StopOnPanic<'_> {
 fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: usize, max: u64, switches: Switches) {
     let n = w % s.k;
     let mut me = s.node(n).table.visitor();
-    let mut out = Outbox { claims: vec![Vec::new(); s.k], since: None };
-    let mut local = Local::new();
+    let mut out = Outbox { claims: vec![Vec::new(); s.k], since: None, runs: 0 };
+    let mut local = Local::new(w);
     let mut idle = 0u32;
-    let done = |local: &Local| {
-        s.counts.known.fetch_add(local.known.hits, Relaxed);
-        s.counts.most_waiting.fetch_max(local.most as u64, Relaxed);
-    };
     loop {
         if s.stop.load(Relaxed) {
-            done(&local);
+            local.done(&s.counts);
             return;
         }
-        s.serve(n, &mut me);
+        s.serve(n, &mut me, &mut local.sent);
         s.receive(w, &mut local, None);
         if s.holding() {
-            out.flush(s);
-            if local.pending.is_empty() {
-                s.rest(n, &mut me);
+            out.flush(s, &mut local.sent);
+            if local.waiting == 0 {
+                s.rest(n, &mut me, &mut local.sent);
             } else {
                 std::thread::sleep(Duration::from_micros(20));
             }
@@ -643,14 +731,16 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
         if let Some(t) = s.take(n) {
             idle = 0;
             let mut at = At { s, w, n, me: &mut me, out: &mut out, local: &mut local };
-            if at.explore(run, t, max, switches) {
+            let done = at.explore(run, t, max, switches);
+            s.max_steps.fetch_max(local.steps, Relaxed);
+            if done {
                 s.open.fetch_sub(1, SeqCst);
             }
             continue;
         }
-        out.flush(s);
+        out.flush(s, &mut local.sent);
         if s.open.load(SeqCst) == 0 && s.may_end() {
-            done(&local);
+            local.done(&s.counts);
             return;
         }
         s.hungry.fetch_add(1, Relaxed);
@@ -723,9 +813,7 @@ impl At<'_, '_> {
                 let claimed = d.take_claimed();
                 (result, claimed)
             };
-            if result.steps > s.max_steps.load(Relaxed) {
-                s.max_steps.fetch_max(result.steps, Relaxed);
-            }
+            self.local.steps = self.local.steps.max(result.steps);
             tally.pruned += u64::from(result.pruned);
             if result.violation.is_some() {
                 s.found.lock().expect("no worker panicked holding the result").get_or_insert(result);
@@ -733,6 +821,8 @@ impl At<'_, '_> {
                 return true;
             }
             debug_assert_eq!(claims.len(), claimed.len(), "a claim for each state the search claimed");
+            // Counted before any of them can be answered.
+            s.open.fetch_add(claims.len() as u64, SeqCst);
             for (&c, &at) in claims.iter().zip(&claimed) {
                 self.claim(c, at, &mut t.nodes);
             }
@@ -741,8 +831,8 @@ impl At<'_, '_> {
                 return true;
             }
             // A worker deep in a subtree still answers its node's claims.
-            s.serve(self.n, self.me);
-            self.out.flush_old(s);
+            s.serve(self.n, self.me, &mut self.local.sent);
+            self.out.flush_old(s, &mut self.local.sent);
             if s.holding() {
                 s.node(self.n).work.lock().expect("no worker panicked holding a queue").push(t);
                 return false;
@@ -762,20 +852,15 @@ impl At<'_, '_> {
     /// answer may narrow).
     fn claim(&mut self, mut claim: Claim, at: u32, nodes: &mut [super::dfs::Node]) {
         let s = self.s;
-        claim.id = (s.next_id.fetch_add(1, Relaxed) << WORKER_BITS) | self.w as u64;
+        claim.id = self.local.claim(at);
         if let Some(node) = nodes.get_mut(at as usize) {
             node.claim = claim.id;
         }
         let o = owner(claim.state, s.k);
-        // Counted before its claim can be answered.
-        s.open.fetch_add(1, SeqCst);
-        s.counts.claims.fetch_add(1, Relaxed);
-        self.local.pending.insert(claim.id, at);
-        self.local.most = self.local.most.max(self.local.pending.len());
         self.out.claims[o].push(claim);
         self.out.since.get_or_insert_with(Instant::now);
         if self.out.claims[o].len() >= s.link.batch {
-            self.out.send(s, o);
+            self.out.send(s, o, &mut self.local.sent);
         }
     }
 }
