@@ -101,15 +101,17 @@ pub struct Link {
     /// The executions a worker runs after a claim before it sends its
     /// claims (and, with a latency, until the oldest has waited
     /// [`Link::latency`]): answers that come later explore more, batches
-    /// that carry more cost less a claim (see [`SEND_EVERY`]).
+    /// that carry more cost less per claim (see [`SEND_EVERY`]).
     pub every: u32,
 }
 
 /// The executions a worker runs between sends of its claims by default:
 /// on two cores a claim sent alone cost most of its time in the lines its
 /// batch moved between cores (the batch, the mailbox's queue and count);
-/// after 16 executions (some 40 µs) a batch carries a dozen claims, and the
-/// answers' delay explores 1% more executions (`bench/` records it).
+/// a batch of 16 executions' claims (some 40 µs of `arm64-linux`'s search)
+/// took two nodes from 0.7 to 0.8 times the speed of two workers sharing
+/// one table, and the answers' delay explored 1% more executions
+/// (`bench/2026-12-05-check-sharded-send-every.md`).
 pub const SEND_EVERY: u32 = 16;
 
 impl Default for Link {
