@@ -282,8 +282,10 @@ struct Node {
 }
 
 impl Node {
-    fn new(fp: Fingerprints) -> Node {
-        Node { table: Table::new(fp), work: Mutex::new(Vec::new()), claims: Mailbox::new() }
+    /// Node `me` of `k`: its table holds only the parts dealt to it.
+    fn new(fp: Fingerprints, me: usize, k: usize) -> Node {
+        let table = Table::owning(fp, |p| p % k == me);
+        Node { table, work: Mutex::new(Vec::new()), claims: Mailbox::new() }
     }
 }
 
@@ -436,7 +438,7 @@ impl Search {
         let here = if wire.is_some() { 1 } else { k };
         Search {
             k,
-            nodes: (0..here).map(|_| Padded(Node::new(fp))).collect(),
+            nodes: (0..here).map(|n| Padded(Node::new(fp, wire.as_ref().map_or(n, |x| x.me), k))).collect(),
             answers: (0..workers).map(|_| Padded(Mailbox::new())).collect(),
             link: Link { batch: link.batch.max(1), every: link.every.max(1), ..link },
             open: Padded(AtomicU64::new(0)),

@@ -384,6 +384,9 @@ pub(super) struct Table {
     /// Done when the first visitor came, or the first states were admitted
     /// in bulk: the first parts' pages faulted in.
     faulted_in: std::sync::Once,
+    /// The parts it holds states in (a sharded search's node owns some):
+    /// only they are faulted in. A bit per part.
+    owned: [u64; SHARDS / 64],
     fp: Fingerprints,
 }
 
@@ -477,15 +480,39 @@ fn wait_while(busy: impl Fn() -> bool) {
 impl Table {
     /// An empty table that keeps states as `fp` says.
     pub(super) fn new(fp: Fingerprints) -> Table {
+        Table::owning(fp, |_| true)
+    }
+
+    /// A table that holds states only in the parts `owns` names (a node of
+    /// a sharded search: the parts dealt to it). The others are made, as
+    /// every part is, but after the owned ones and never faulted in, so
+    /// they take address space and no memory (small parts share huge
+    /// pages: made in turn, an unowned part would sit in a huge page an
+    /// owned one faults in).
+    pub(super) fn owning(fp: Fingerprints, owns: impl Fn(usize) -> bool) -> Table {
         let shard =
             |_| Shard { part: UnsafeCell::new(Part::new(MIN_BITS, fp)), growing: false.into(), grow: Mutex::new(()) };
+        let mut owned = [0u64; SHARDS / 64];
+        (0..SHARDS).filter(|&p| owns(p)).for_each(|p| owned[p / 64] |= 1 << (p % 64));
+        let has = |p: usize| owned[p / 64] & (1 << (p % 64)) != 0;
+        // Owned parts first (in the reservation's order), then the rest.
+        let mut shards: Vec<Option<Shard>> = (0..SHARDS).map(|_| None).collect();
+        for p in (0..SHARDS).filter(|&p| has(p)).chain((0..SHARDS).filter(|&p| !has(p))) {
+            shards[p] = Some(shard(p));
+        }
         Table {
-            shards: (0..SHARDS).map(shard).collect(),
+            shards: shards.into_iter().map(|s| s.expect("every part made")).collect(),
             lens: (0..SHARDS).map(|_| Count::default()).collect(),
             flags: (0..VISITORS).map(|_| Flag::default()).collect(),
             faulted_in: std::sync::Once::new(),
+            owned,
             fp,
         }
+    }
+
+    /// Whether it holds states in part `p` (see [`Table::owning`]).
+    fn owns(&self, p: usize) -> bool {
+        self.owned[p / 64] & (1 << (p % 64)) != 0
     }
 
     /// Part `s`, held whole: no grower replaces it until the guard is dropped.
@@ -511,7 +538,8 @@ impl Table {
     /// [`populate`]): 8 MiB, for a table that workers share or that takes
     /// states in bulk. A table of one thread's few visits does not pay it.
     fn fault_in(&self) {
-        self.faulted_in.call_once(|| (0..SHARDS).for_each(|s| populate(&self.hold(s).0.slots)));
+        self.faulted_in
+            .call_once(|| (0..SHARDS).filter(|&s| self.owns(s)).for_each(|s| populate(&self.hold(s).0.slots)));
     }
 
     /// Returns how many states it holds (less those live visitors have not
@@ -724,6 +752,33 @@ mod tests {
             assert_eq!(t.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
         }
         assert_eq!(t.len(), v.len());
+    }
+
+    /// A node's table (the odd parts, as the second of two nodes owns):
+    /// its visits of its own parts answer as a whole table's, through a
+    /// visitor, and it grows them alone. (That the other parts take no
+    /// memory is measured by `tlbkit bench sharded --processes`: a test's
+    /// tables share the process's reservation with other tests'.)
+    #[test]
+    fn a_table_of_some_parts_holds_their_states_alone() {
+        let t = Table::owning(EIGHT, |p| p % 2 == 1);
+        assert!((0..SHARDS).all(|p| t.owns(p) == (p % 2 == 1)));
+        let mut me = t.visitor();
+        let mut v = std::collections::HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        // Past three quarters of 128 parts of 4,096 slots: each grows.
+        for i in 0..450_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let state = EIGHT.of(x | 1);
+            let asleep = (x >> 40) & 0xffff;
+            assert_eq!(me.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
+        }
+        drop(me);
+        assert_eq!(t.len(), v.len());
+        let bits = |p: usize| t.hold(p).0.bits;
+        assert!((0..SHARDS).all(|p| (bits(p) > MIN_BITS) == (p % 2 == 1)), "only the owned parts grew");
     }
 
     /// A part grows by whole doublings and keeps every entry and mask; a
