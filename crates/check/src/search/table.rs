@@ -534,8 +534,9 @@ impl Table {
         Visitor { table: self, flag, pending: vec![(0, 0); SHARDS].into_boxed_slice() }
     }
 
-    /// Faults the first parts' pages in, once, as a grown part's are (see
-    /// [`populate`]): 8 MiB, for a table that workers share or that takes
+    /// Faults the first pages of the parts it owns in, once, as a grown
+    /// part's are (see [`populate`]): 8 MiB for a whole table, its share of
+    /// that for a node's, for a table that workers share or that takes
     /// states in bulk. A table of one thread's few visits does not pay it.
     fn fault_in(&self) {
         self.faulted_in
