@@ -387,6 +387,9 @@ pub(super) struct Table {
     /// The parts it holds states in (a sharded search's node owns some):
     /// only they are faulted in. A bit per part.
     owned: [u64; SHARDS / 64],
+    /// The bytes its parts' slots take (a part's only change of size is a
+    /// growth, which adds to it): read at every pump of a sharded node.
+    slot_bytes: AtomicU64,
     fp: Fingerprints,
 }
 
@@ -506,6 +509,7 @@ impl Table {
             flags: (0..VISITORS).map(|_| Flag::default()).collect(),
             faulted_in: std::sync::Once::new(),
             owned,
+            slot_bytes: AtomicU64::new((SHARDS << MIN_BITS) as u64 * 8),
             fp,
         }
     }
@@ -551,7 +555,7 @@ impl Table {
 
     /// Returns the bytes its slots take.
     pub(super) fn bytes(&self) -> u64 {
-        (0..SHARDS).map(|s| self.hold(s).0.bytes()).sum()
+        self.slot_bytes.load(Ordering::Relaxed)
     }
 
     /// Records a visit of `state` with the transitions in `asleep` (a mask
@@ -606,6 +610,7 @@ impl Table {
         let grew = bigger.bytes() - part.bytes();
         // SAFETY: nothing else reads or writes the part now (above).
         unsafe { *shard.part.get() = bigger };
+        self.slot_bytes.fetch_add(grew, Ordering::Relaxed);
         self.lens[s].0.store(n, Ordering::Relaxed);
         shard.growing.store(false, Ordering::Release);
         grew
@@ -780,6 +785,8 @@ mod tests {
         assert_eq!(t.len(), v.len());
         let bits = |p: usize| t.hold(p).0.bits;
         assert!((0..SHARDS).all(|p| (bits(p) > MIN_BITS) == (p % 2 == 1)), "only the owned parts grew");
+        let slots: u64 = (0..SHARDS).map(|p| t.hold(p).0.bytes()).sum();
+        assert_eq!(t.bytes(), slots, "the bytes counted as the parts grew are theirs");
     }
 
     /// A part grows by whole doublings and keeps every entry and mask; a
