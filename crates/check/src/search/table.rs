@@ -741,6 +741,14 @@ mod tests {
         }
     }
 
+    /// The next of a xorshift sequence of hashes.
+    fn next(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
     /// The same answers as the reference, visit for visit, over enough
     /// states to grow every part several times and with masks that narrow.
     #[test]
@@ -749,9 +757,7 @@ mod tests {
         let mut v = std::collections::HashMap::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..400_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            next(&mut x);
             // A third of the visits go back to a state seen before.
             let state = if i % 3 == 0 && i > 0 { EIGHT.of(x % i + 1) } else { EIGHT.of(x) };
             let asleep = (x >> 40) & 0xffff;
@@ -774,10 +780,7 @@ mod tests {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         // Past three quarters of 128 parts of 4,096 slots: each grows.
         for i in 0..450_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let state = EIGHT.of(x | 1);
+            let state = EIGHT.of(next(&mut x) | 1);
             let asleep = (x >> 40) & 0xffff;
             assert_eq!(me.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
         }
