@@ -284,7 +284,8 @@ struct Node {
 impl Node {
     /// Node `me` of `k`: its table holds only the parts dealt to it.
     fn new(fp: Fingerprints, me: usize, k: usize) -> Node {
-        let table = Table::owning(fp, |p| p % k == me);
+        // A part's number is the low bits of its states' hashes.
+        let table = Table::owning(fp, |p| owner(p as u64, k) == me);
         Node { table, work: Mutex::new(Vec::new()), claims: Mailbox::new() }
     }
 }
@@ -385,7 +386,6 @@ struct Local {
 /// the search's [`Counts`] as it ends.
 #[derive(Default)]
 struct Sent {
-    claims: u64,
     admitted: u64,
     batches: u64,
     bytes: u64,
@@ -404,7 +404,6 @@ impl Local {
         self.pending.push_back(Some(at));
         self.waiting += 1;
         self.most = self.most.max(self.waiting);
-        self.sent.claims += 1;
         (seq << WORKER_BITS) | self.w as u64
     }
 
@@ -422,7 +421,8 @@ impl Local {
 
     /// Adds its counts to the search's.
     fn done(&self, c: &Counts) {
-        c.claims.fetch_add(self.sent.claims, Relaxed);
+        // Its claims are numbered from 1 on, the answered let go.
+        c.claims.fetch_add(self.first - 1 + self.pending.len() as u64, Relaxed);
         c.admitted.fetch_add(self.sent.admitted, Relaxed);
         c.batches.fetch_add(self.sent.batches, Relaxed);
         c.bytes.fetch_add(self.sent.bytes, Relaxed);
@@ -736,7 +736,9 @@ fn work(run: &mut dyn FnMut(&mut dyn super::Chooser) -> Outcome, s: &Search, w: 
             idle = 0;
             let mut at = At { s, w, n, me: &mut me, out: &mut out, local: &mut local };
             let done = at.explore(run, t, max, switches);
-            s.max_steps.fetch_max(local.steps, Relaxed);
+            if local.steps > s.max_steps.load(Relaxed) {
+                s.max_steps.fetch_max(local.steps, Relaxed);
+            }
             if done {
                 s.open.fetch_sub(1, SeqCst);
             }

@@ -480,6 +480,11 @@ fn wait_while(busy: impl Fn() -> bool) {
     }
 }
 
+/// Whether the bit of part `p` is set in `owned` (a bit per part).
+fn holds(owned: &[u64; SHARDS / 64], p: usize) -> bool {
+    owned[p / 64] & (1 << (p % 64)) != 0
+}
+
 impl Table {
     /// An empty table that keeps states as `fp` says.
     pub(super) fn new(fp: Fingerprints) -> Table {
@@ -497,10 +502,10 @@ impl Table {
             |_| Shard { part: UnsafeCell::new(Part::new(MIN_BITS, fp)), growing: false.into(), grow: Mutex::new(()) };
         let mut owned = [0u64; SHARDS / 64];
         (0..SHARDS).filter(|&p| owns(p)).for_each(|p| owned[p / 64] |= 1 << (p % 64));
-        let has = |p: usize| owned[p / 64] & (1 << (p % 64)) != 0;
         // Owned parts first (in the reservation's order), then the rest.
         let mut shards: Vec<Option<Shard>> = (0..SHARDS).map(|_| None).collect();
-        for p in (0..SHARDS).filter(|&p| has(p)).chain((0..SHARDS).filter(|&p| !has(p))) {
+        let (mine, others): (Vec<usize>, Vec<usize>) = (0..SHARDS).partition(|&p| holds(&owned, p));
+        for p in mine.into_iter().chain(others) {
             shards[p] = Some(shard(p));
         }
         Table {
@@ -516,7 +521,7 @@ impl Table {
 
     /// Whether it holds states in part `p` (see [`Table::owning`]).
     fn owns(&self, p: usize) -> bool {
-        self.owned[p / 64] & (1 << (p % 64)) != 0
+        holds(&self.owned, p)
     }
 
     /// Part `s`, held whole: no grower replaces it until the guard is dropped.
