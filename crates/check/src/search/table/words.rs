@@ -5,12 +5,14 @@
 //! gigabytes; on 4 KiB pages nearly every such read also misses the TLB.
 //! Huge pages need a 2 MiB range of one mapping asked for them, which a
 //! part in a mapping of its own is only from 2 MiB up, and a table's 256
-//! parts reach 2 MiB only once it holds about 25 million states. So parts
+//! parts reach 2 MiB only once it holds about 50 million states. So parts
 //! are carved from one reservation of address space asked for huge pages
 //! ([`Reserve`]), one after the other: small parts share huge pages, and a
 //! part of 2 MiB or more starts on a huge page's boundary. A part that is
 //! dropped (it grew) gives its memory back to the kernel and its addresses
-//! to the next part of its size. Where the reservation cannot be made
+//! to the next part of its size (a table's parts start at sizes of their
+//! own and grow by the same rule, so a table made after another, as tests
+//! and resumed searches make them, finds each of its sizes freed). Where the reservation cannot be made
 //! (strict overcommit, a limit on address space) or is used up, a part is
 //! a mapping of its own.
 
@@ -45,8 +47,7 @@ impl Words {
     /// (the process stops, as on any; `--max-memory` is the cap that stops a
     /// search with its save instead).
     pub(super) fn new(len: usize) -> Words {
-        let bytes = len * 8;
-        match Reserve::get().and_then(|r| r.take(bytes)) {
+        match Reserve::get().and_then(|r| r.take(span(len))) {
             Some(p) => Words { ptr: p, len, reserved: true },
             None => Words::mapped(len),
         }
@@ -55,7 +56,7 @@ impl Words {
     /// `len` zeroed words in a mapping of their own, asked for huge pages
     /// from 2 MiB up.
     pub(super) fn mapped(len: usize) -> Words {
-        let bytes = len * 8;
+        let bytes = span(len);
         let p = map(bytes, 0).unwrap_or_else(|| {
             std::alloc::handle_alloc_error(std::alloc::Layout::array::<u64>(len).expect("a part's size"))
         });
@@ -66,6 +67,11 @@ impl Words {
         let ptr = std::ptr::NonNull::new(p as *mut AtomicU64).expect("mmap returns no null mapping");
         Words { ptr, len, reserved: false }
     }
+}
+
+/// The bytes `len` words take: whole pages.
+fn span(len: usize) -> usize {
+    (len * 8).next_multiple_of(4096)
 }
 
 /// A fresh private anonymous mapping of `bytes` (zeroed by the kernel), with
@@ -87,7 +93,7 @@ fn map(bytes: usize, flags: libc::c_int) -> Option<*mut u8> {
 
 /// The process's reservation of address space for parts: one mapping asked
 /// for huge pages, carved in order, each size's freed ranges kept for the
-/// next part of that size (parts are powers of two, so few sizes recur).
+/// next part of that size.
 struct Reserve {
     base: usize,
     len: usize,
@@ -98,8 +104,8 @@ struct Reserve {
 struct Carve {
     /// Offset of the first byte never handed out.
     next: usize,
-    /// Freed ranges' addresses, by `log2` of their size.
-    free: Vec<Vec<usize>>,
+    /// Freed ranges' addresses, by their size.
+    free: std::collections::HashMap<usize, Vec<usize>>,
 }
 
 static RESERVE: OnceLock<Option<Reserve>> = OnceLock::new();
@@ -116,24 +122,24 @@ impl Reserve {
                     // SAFETY: our mapping; the advice only asks for huge pages.
                     unsafe { libc::madvise(p as *mut libc::c_void, len + HUGE, libc::MADV_HUGEPAGE) };
                     let base = (p as usize).next_multiple_of(HUGE);
-                    Some(Reserve { base, len, carve: Mutex::new(Carve { next: 0, free: vec![Vec::new(); 64] }) })
+                    Some(Reserve { base, len, carve: Mutex::new(Carve { next: 0, free: Default::default() }) })
                 })
             })
             .as_ref()
     }
 
-    /// `bytes` of zeroed memory (a power of two, at least a page), aligned
-    /// to their size up to a huge page; `None` for another size or once the
+    /// `bytes` of zeroed memory (whole pages), from a huge page's boundary
+    /// if they are a huge page or more; `None` for another size or once the
     /// reservation is used up.
     fn take(&self, bytes: usize) -> Option<std::ptr::NonNull<AtomicU64>> {
-        if !bytes.is_power_of_two() || bytes < 4096 {
+        if bytes == 0 || !bytes.is_multiple_of(4096) {
             return None;
         }
         let mut c = self.carve.lock().unwrap_or_else(|e| e.into_inner());
-        let addr = match c.free[bytes.trailing_zeros() as usize].pop() {
+        let addr = match c.free.get_mut(&bytes).and_then(Vec::pop) {
             Some(a) => a,
             None => {
-                let at = c.next.next_multiple_of(bytes.min(HUGE));
+                let at = c.next.next_multiple_of(if bytes >= HUGE { HUGE } else { 4096 });
                 if at + bytes > self.len {
                     return None;
                 }
@@ -151,7 +157,7 @@ impl Reserve {
         // SAFETY: a range of the reservation no `Words` holds any longer.
         unsafe { libc::madvise(addr as *mut libc::c_void, bytes, libc::MADV_DONTNEED) };
         let mut c = self.carve.lock().unwrap_or_else(|e| e.into_inner());
-        c.free[bytes.trailing_zeros() as usize].push(addr);
+        c.free.entry(bytes).or_default().push(addr);
     }
 }
 
@@ -177,7 +183,7 @@ pub(super) fn populate(w: &Words) {
 /// [`populate`], with the kernel's advice first if `advise` (else only the
 /// writes an older kernel gets, which a test runs on their own).
 fn populate_with(w: &Words, advise: bool) {
-    let (p, bytes) = (w.ptr.as_ptr() as *mut libc::c_void, w.len * 8);
+    let (p, bytes) = (w.ptr.as_ptr() as *mut libc::c_void, span(w.len));
     // SAFETY: our private mapping of `bytes`; the advice only faults its
     // pages in, keeping their contents (Linux 5.14 and later; an older
     // kernel refuses it).
@@ -203,7 +209,7 @@ impl std::ops::Deref for Words {
 
 impl Drop for Words {
     fn drop(&mut self) {
-        let (p, bytes) = (self.ptr.as_ptr() as usize, self.len * 8);
+        let (p, bytes) = (self.ptr.as_ptr() as usize, span(self.len));
         match RESERVE.get() {
             Some(Some(r)) if self.reserved => r.give(p, bytes),
             // SAFETY: our own mapping of this size.
@@ -264,7 +270,7 @@ mod tests {
     /// part of 2 MiB or more starts on a huge page's boundary.
     #[test]
     fn carved_parts_are_zeroed_and_large_ones_aligned() {
-        for len in [512, 4096, 1 << 18, 1 << 19] {
+        for len in [512, 4096, 4104, 1 << 18, 5 << 16, 1 << 19] {
             for _ in 0..3 {
                 let w = Words::new(len);
                 populate(&w);
