@@ -663,7 +663,7 @@ impl Table {
     }
 
     /// Faults the first pages of the parts it owns in, once, as a grown
-    /// part's are (see [`populate`]): 8 MiB for a whole table, its share of
+    /// part's are (see [`populate`]): 9 MiB for a whole table, its share of
     /// that for a node's, for a table that workers share or that takes
     /// states in bulk. A table of one thread's few visits does not pay it.
     fn fault_in(&self) {

@@ -28,7 +28,7 @@ const RESERVE_BYTES: [u64; 2] = [1 << 40, 1 << 36];
 
 /// A part's slots: `len` zeroed words, carved from the [`Reserve`] or in a
 /// mapping of their own, whose untouched pages take no memory (the table
-/// starts at 8 MiB of slots, and a small search touches few).
+/// starts at 9 MiB of slots, and a small search touches few).
 pub(super) struct Words {
     ptr: std::ptr::NonNull<AtomicU64>,
     len: usize,
