@@ -126,6 +126,9 @@ fn check_passes_a_small_exhaustive_run_and_reports_json() {
     // Two CPUs' four labels leave the slot room for the whole hash.
     assert_eq!(j["fingerprint_bits"].as_u64(), Some(64), "{j}");
     assert!(j["collisions_expected"].as_f64().is_some_and(|c| c > 0.0 && c < 1e-6), "{j}");
+    // A search this small leaves the table at its first size, 256 parts of
+    // 512 to 639 buckets of 64 bytes.
+    assert_eq!(j["visited_bytes"].as_u64(), Some(9_428_992), "{j}");
     assert!(j["counterexample"].is_null());
     assert!(j["properties"].as_array().unwrap().iter().any(|p| p == "no_stale_held"));
 }

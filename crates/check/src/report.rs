@@ -95,6 +95,11 @@ pub struct Kept {
     /// of `b` bits, the estimate TLC prints). The text report gives it from
     /// 0.001 up.
     pub collisions_expected: f64,
+    /// The bytes its visited set's slots took at the end (a search on one
+    /// machine: a sharded search's nodes, or the rounds' actors, each hold
+    /// a table of their own, and this is absent). `--max-memory` caps it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visited_bytes: Option<u64>,
 }
 
 /// What a check found.
@@ -320,6 +325,7 @@ pub(crate) fn report(
             kept: (mode == "exhaustive").then(|| Kept {
                 fingerprint_bits: spec.fingerprints().bits(),
                 collisions_expected: spec.fingerprints().expected_collisions(stats.states),
+                visited_bytes: (stats.visited_bytes > 0).then_some(stats.visited_bytes),
             }),
             max_steps: stats.max_steps,
             complete: stats.complete,
@@ -671,6 +677,14 @@ impl CheckReport {
                 if self.explored.complete { ", complete" } else { ", stopped early" },
                 if self.explored.workers > 1 { format!(" ({} workers)", self.explored.workers) } else { String::new() }
             );
+            if let Some(b) = self.explored.kept.and_then(|k| k.visited_bytes) {
+                let (mib, n) = (b as f64 / (1 << 20) as f64, self.explored.states.max(1));
+                let _ = if b > 10 * n {
+                    writeln!(s, "visited set: {mib:.1} MiB of slots, as it starts (room for about a million states)")
+                } else {
+                    writeln!(s, "visited set: {mib:.1} MiB of slots, {:.1} bytes a state", b as f64 / n as f64)
+                };
+            }
             if let Some(k) = self.explored.kept.filter(|k| k.collisions_expected >= 1e-3) {
                 let _ = writeln!(
                     s,

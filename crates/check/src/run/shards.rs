@@ -96,8 +96,14 @@ impl Totals {
                 // In the order `save` writes them (a tuple's are read left to right).
                 let (executions, states, pruned, max_steps, complete) =
                     (r.u64()?, r.u64()?, r.u64()?, r.u64()?, r.u64()?);
-                let stats =
-                    Stats { executions, states, pruned, max_steps: max_steps as usize, complete: complete == 1 };
+                let stats = Stats {
+                    executions,
+                    states,
+                    pruned,
+                    max_steps: max_steps as usize,
+                    complete: complete == 1,
+                    visited_bytes: 0,
+                };
                 let counters = [r.u64()?, r.u64()?, r.u64()?];
                 let workers = r.u64()?;
                 let found = Some(r.str()?).filter(|f| !f.is_empty());
@@ -226,6 +232,7 @@ pub fn report(spec: &CheckSpec, all: &[Totals]) -> Result<CheckReport, Error> {
         pruned: all.iter().map(|t| t.stats.pruned).sum(),
         max_steps: all.iter().map(|t| t.stats.max_steps).max().unwrap_or(0),
         complete: all.iter().all(|t| t.stats.complete),
+        visited_bytes: 0,
     };
     let counters = [most(|t| t.counters[0]), most(|t| t.counters[1]), most(|t| t.counters[2])];
     let workers = all.iter().map(|t| t.workers as usize).sum();

@@ -20,7 +20,7 @@ pub fn exhaustive(
     let switches = SWITCHES.with(std::cell::Cell::get);
     loop {
         if stats.executions >= max_executions {
-            stats.states = visited.len() as u64;
+            (stats.states, stats.visited_bytes) = (visited.len() as u64, visited.bytes());
             return (stats, None);
         }
         let out = {
@@ -37,12 +37,12 @@ pub fn exhaustive(
             stats.pruned += 1;
         }
         if out.violation.is_some() {
-            stats.states = visited.len() as u64;
+            (stats.states, stats.visited_bytes) = (visited.len() as u64, visited.bytes());
             return (stats, Some(out));
         }
         recycle_choices(std::mem::replace(&mut stack, out.choices));
         if !backtrack(&mut stack, &mut nodes, 0, None) {
-            stats.states = visited.len() as u64;
+            (stats.states, stats.visited_bytes) = (visited.len() as u64, visited.bytes());
             stats.complete = true;
             return (stats, None);
         }

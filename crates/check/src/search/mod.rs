@@ -350,6 +350,10 @@ pub struct Stats {
     /// Whether the search covered everything it set out to (exhaustive: the whole
     /// state space; random/PCT: every iteration asked for).
     pub complete: bool,
+    /// The bytes the visited set's slots took at the end: an exhaustive
+    /// search on one machine (0 otherwise, and for a sharded search or the
+    /// rounds, whose nodes each hold a table).
+    pub visited_bytes: u64,
 }
 
 /// The choices an execution's record starts with room for (more than most

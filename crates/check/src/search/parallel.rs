@@ -431,6 +431,7 @@ pub fn exhaustive_saving(
         max_steps: shared.max_steps.load(Relaxed),
         // The workers stop early only at a violation, at the cap, or to save and stop.
         complete: !halted,
+        visited_bytes: shared.visited.bytes(),
     };
     Ok((stats, found, stopped))
 }
@@ -798,6 +799,7 @@ pub mod rounds {
             pruned: s.pruned.load(Relaxed),
             max_steps: s.max_steps.load(Relaxed),
             complete: frontier == 0,
+            visited_bytes: s.visited.bytes(),
         };
         (stats, frontier, e.iter().map(|a| a.load(Relaxed)).collect())
     }

@@ -676,6 +676,7 @@ impl Search {
             pruned: self.pruned.load(Relaxed),
             max_steps: self.max_steps.load(Relaxed),
             complete: !self.stop.load(Relaxed),
+            visited_bytes: 0,
         }
     }
 
