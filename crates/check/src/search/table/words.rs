@@ -10,11 +10,12 @@
 //! ([`Reserve`]), one after the other: small parts share huge pages, and a
 //! part of 2 MiB or more starts on a huge page's boundary. A part that is
 //! dropped (it grew) gives its memory back to the kernel and its addresses
-//! to the next part of its size (a table's parts start at sizes of their
-//! own and grow by the same rule, so a table made after another, as tests
-//! and resumed searches make them, finds each of its sizes freed). Where the reservation cannot be made
-//! (strict overcommit, a limit on address space) or is used up, a part is
-//! a mapping of its own.
+//! to the next part of its size. A part's sizes are the same in every
+//! table, so a table made after another (as tests make them) finds each of
+//! its sizes freed; within one search few sizes recur, so its growths take
+//! about five times its final slots in address space, none of it memory
+//! once freed. Where the reservation cannot be made (strict overcommit, a
+//! limit on address space) or is used up, a part is a mapping of its own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
