@@ -383,15 +383,18 @@ impl Part {
     }
 
     /// This part with a quarter more buckets (or more, until every entry
-    /// fits), its pages faulted in ([`populate`]) and its changes still
-    /// marked, and how many states it holds.
+    /// fits, and at least `least`), its pages faulted in ([`populate`]) and
+    /// its changes still marked, and how many states it holds.
     ///
     /// The entries go to random buckets of the new part, each a likely
     /// cache miss: an entry is placed, and its home bucket prefetched,
     /// [`AHEAD`] entries before it is put.
-    fn grown(&self, shard: usize) -> (Part, usize) {
+    fn grown(&self, shard: usize, least: u64) -> (Part, usize) {
         const AHEAD: usize = 16;
         let mut buckets = larger(self.buckets);
+        while buckets < least {
+            buckets = larger(buckets);
+        }
         'again: loop {
             let mut p = Part::new(buckets, self.fp);
             p.changed = self.changed.as_ref().map(|_| Part::change_bits(buckets));
@@ -502,6 +505,9 @@ pub(super) struct Table {
     /// growth, which adds to it): read at every pump of a sharded node.
     slot_bytes: AtomicU64,
     fp: Fingerprints,
+    /// Entries moved by growths (what the tests see of their cost).
+    #[cfg(test)]
+    moved: AtomicUsize,
 }
 
 /// One worker's way into a [`Table`] (see the module documentation).
@@ -635,6 +641,8 @@ impl Table {
             owned,
             slot_bytes: AtomicU64::new(first_bytes()),
             fp,
+            #[cfg(test)]
+            moved: AtomicUsize::new(0),
         }
     }
 
@@ -719,6 +727,11 @@ impl Table {
     /// Grows part `s` unless it has grown since it had `buckets`; returns
     /// the bytes it grew by.
     fn grow(&self, s: usize, buckets: u64) -> u64 {
+        self.grow_to(s, buckets, 0)
+    }
+
+    /// [`Table::grow`], to at least `least` buckets.
+    fn grow_to(&self, s: usize, buckets: u64, least: u64) -> u64 {
         let shard = &self.shards[s];
         let (part, _held) = self.hold(s);
         if part.buckets != buckets {
@@ -730,7 +743,9 @@ impl Table {
             wait_while(|| f.inside.load(Ordering::SeqCst) == s as u32 + 1);
         }
         // Every visitor is out and waits; the ways in through the mutex wait for it.
-        let (bigger, n) = part.grown(s);
+        let (bigger, n) = part.grown(s, least);
+        #[cfg(test)]
+        self.moved.fetch_add(n, Ordering::Relaxed);
         let grew = bigger.bytes() - part.bytes();
         // SAFETY: nothing else reads or writes the part now (above).
         unsafe { *shard.part.get() = bigger };
@@ -755,11 +770,31 @@ impl Table {
     /// past its labels dropped); a state it already holds keeps the
     /// transitions both left unexplored (the intersection of its masks).
     /// Returns the bytes it grew by. Not recorded as changes.
+    ///
+    /// An empty table (a resumed search's, a node's from its snapshot part)
+    /// first grows each part once to the size its entries need, instead of
+    /// through every size on the way (each entry rehashed about four times).
     pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
-        if !entries.is_empty() {
-            self.fault_in();
+        if entries.is_empty() {
+            return 0;
         }
-        entries.iter().map(|&(fp, m)| self.admit(self.fp.of(fp), m & self.fp.mask(), false).1).sum()
+        self.fault_in();
+        let mut grew = 0;
+        if self.len() == 0 {
+            let mut counts = vec![0usize; SHARDS];
+            entries.iter().for_each(|&(fp, _)| counts[shard_of(self.fp.of(fp))] += 1);
+            for (s, &n) in counts.iter().enumerate() {
+                let had = self.hold(s).0.buckets;
+                let mut need = had;
+                while LOAD.1 * n > LOAD.0 * need as usize * BUCKET {
+                    need = larger(need);
+                }
+                if need > had {
+                    grew += self.grow_to(s, had, need);
+                }
+            }
+        }
+        grew + entries.iter().map(|&(fp, m)| self.admit(self.fp.of(fp), m & self.fp.mask(), false).1).sum::<u64>()
     }
 
     /// The mask of `fp`, if it holds it.
@@ -940,6 +975,35 @@ mod tests {
             let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             assert_eq!(back.mask_of(EIGHT.of(h)), Some(s & 0xffff));
         }
+    }
+
+    /// Entries admitted into an empty table (a resume) make each part, at
+    /// once, the first size of its growths that holds them, as visits
+    /// would have grown it, and every entry is there; no growth moved any
+    /// (admitted into a table that holds one state, each part grows through
+    /// its sizes and they move more than once each).
+    #[test]
+    fn a_resumed_table_sizes_its_parts_once() {
+        let entries: Vec<(u64, u64)> =
+            (1..1_500_000u64).map(|s| (s.wrapping_mul(0x9e37_79b9_7f4a_7c15), s & 0xffff)).collect();
+        let t = Table::new(EIGHT);
+        let grew = t.admit_all(&entries);
+        assert_eq!(t.bytes(), first_bytes() + grew);
+        let mut counts = [0usize; SHARDS];
+        entries.iter().for_each(|&(fp, _)| counts[shard_of(EIGHT.of(fp))] += 1);
+        for (p, &n) in counts.iter().enumerate() {
+            let mut want = first_buckets(p);
+            while LOAD.1 * n > LOAD.0 * want as usize * BUCKET {
+                want = larger(want);
+            }
+            assert_eq!(t.hold(p).0.buckets, want, "part {p} of {n} states");
+        }
+        assert!(entries.iter().all(|&(fp, m)| t.mask_of(EIGHT.of(fp)) == Some(m)));
+        assert_eq!(t.moved.load(Ordering::Relaxed), 0);
+        let one = Table::new(EIGHT);
+        one.visit(7, 0);
+        one.admit_all(&entries);
+        assert!(one.moved.load(Ordering::Relaxed) > entries.len(), "{}", one.moved.load(Ordering::Relaxed));
     }
 
     /// Visitors (and one visit through the mutexes) at once, while every
