@@ -195,6 +195,19 @@ fn larger(buckets: u64) -> u64 {
     buckets + buckets.div_ceil(4)
 }
 
+/// Whether `buckets` buckets hold `n` states within [`LOAD`].
+fn holds_states(buckets: u64, n: usize) -> bool {
+    LOAD.1 * n <= LOAD.0 * buckets as usize * BUCKET
+}
+
+/// The first size of a part's growths from `buckets` that holds `n` states.
+fn sized_for(mut buckets: u64, n: usize) -> u64 {
+    while !holds_states(buckets, n) {
+        buckets = larger(buckets);
+    }
+    buckets
+}
+
 /// How far, in buckets, probe `k` of a state of quotient `q` lies past the
 /// state's home bucket, in a part of `buckets` (probe 0 is the home).
 fn offset(q: u64, k: u64, buckets: u64) -> u64 {
@@ -302,7 +315,7 @@ impl Part {
 
     /// Whether a part of `len` states has no room for one more.
     fn full(&self, len: usize) -> bool {
-        LOAD.1 * (len + 1) > LOAD.0 * self.slots.len()
+        !holds_states(self.buckets, len + 1)
     }
 
     /// Visits fingerprint `fp` with `asleep`, or `Err(())` when the part
@@ -505,9 +518,26 @@ pub(super) struct Table {
     /// growth, which adds to it): read at every pump of a sharded node.
     slot_bytes: AtomicU64,
     fp: Fingerprints,
-    /// Entries moved by growths (what the tests see of their cost).
-    #[cfg(test)]
-    moved: AtomicUsize,
+    /// Entries moved by growths ([`Moved`]).
+    moved: Moved,
+}
+
+/// The entries a table's growths moved, which its tests count (what a
+/// resume saves, [`Table::admit_all`]); nothing is counted outside them.
+#[cfg(test)]
+type Moved = AtomicUsize;
+
+/// See the tests' [`Moved`].
+#[cfg(not(test))]
+struct Moved;
+
+#[cfg(not(test))]
+impl Moved {
+    fn new(_: usize) -> Moved {
+        Moved
+    }
+
+    fn fetch_add(&self, _: usize, _: Ordering) {}
 }
 
 /// One worker's way into a [`Table`] (see the module documentation).
@@ -641,8 +671,7 @@ impl Table {
             owned,
             slot_bytes: AtomicU64::new(first_bytes()),
             fp,
-            #[cfg(test)]
-            moved: AtomicUsize::new(0),
+            moved: Moved::new(0),
         }
     }
 
@@ -744,7 +773,6 @@ impl Table {
         }
         // Every visitor is out and waits; the ways in through the mutex wait for it.
         let (bigger, n) = part.grown(s, least);
-        #[cfg(test)]
         self.moved.fetch_add(n, Ordering::Relaxed);
         let grew = bigger.bytes() - part.bytes();
         // SAFETY: nothing else reads or writes the part now (above).
@@ -785,10 +813,7 @@ impl Table {
             entries.iter().for_each(|&(fp, _)| counts[shard_of(self.fp.of(fp))] += 1);
             for (s, &n) in counts.iter().enumerate() {
                 let had = self.hold(s).0.buckets;
-                let mut need = had;
-                while LOAD.1 * n > LOAD.0 * need as usize * BUCKET {
-                    need = larger(need);
-                }
+                let need = sized_for(had, n);
                 if need > had {
                     grew += self.grow_to(s, had, need);
                 }
@@ -992,11 +1017,7 @@ mod tests {
         let mut counts = [0usize; SHARDS];
         entries.iter().for_each(|&(fp, _)| counts[shard_of(EIGHT.of(fp))] += 1);
         for (p, &n) in counts.iter().enumerate() {
-            let mut want = first_buckets(p);
-            while LOAD.1 * n > LOAD.0 * want as usize * BUCKET {
-                want = larger(want);
-            }
-            assert_eq!(t.hold(p).0.buckets, want, "part {p} of {n} states");
+            assert_eq!(t.hold(p).0.buckets, sized_for(first_buckets(p), n), "part {p} of {n} states");
         }
         assert!(entries.iter().all(|&(fp, m)| t.mask_of(EIGHT.of(fp)) == Some(m)));
         assert_eq!(t.moved.load(Ordering::Relaxed), 0);
