@@ -95,9 +95,10 @@ pub struct Kept {
     /// of `b` bits, the estimate TLC prints). The text report gives it from
     /// 0.001 up.
     pub collisions_expected: f64,
-    /// The bytes its visited set's slots took at the end (a search on one
-    /// machine: a sharded search's nodes, or the rounds' actors, each hold
-    /// a table of their own, and this is absent). `--max-memory` caps it.
+    /// The bytes its visited set's slots took at the end: the workers'
+    /// shared table, or the rounds' driver's whole copy (absent for a
+    /// sharded search, whose nodes each hold a part). `--max-memory` caps
+    /// the workers' table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub visited_bytes: Option<u64>,
 }

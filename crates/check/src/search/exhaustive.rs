@@ -18,10 +18,11 @@ pub fn exhaustive(
     let mut nodes: Vec<Node> = Vec::new();
     let mut stats = Stats::default();
     let switches = SWITCHES.with(std::cell::Cell::get);
+    // What the visited set holds, as the search ends.
+    let ended = |stats: Stats| Stats { states: visited.len() as u64, visited_bytes: visited.bytes(), ..stats };
     loop {
         if stats.executions >= max_executions {
-            (stats.states, stats.visited_bytes) = (visited.len() as u64, visited.bytes());
-            return (stats, None);
+            return (ended(stats), None);
         }
         let out = {
             let mut v = |state, asleep| visited.visit(state, asleep).0;
@@ -37,14 +38,11 @@ pub fn exhaustive(
             stats.pruned += 1;
         }
         if out.violation.is_some() {
-            (stats.states, stats.visited_bytes) = (visited.len() as u64, visited.bytes());
-            return (stats, Some(out));
+            return (ended(stats), Some(out));
         }
         recycle_choices(std::mem::replace(&mut stack, out.choices));
         if !backtrack(&mut stack, &mut nodes, 0, None) {
-            (stats.states, stats.visited_bytes) = (visited.len() as u64, visited.bytes());
-            stats.complete = true;
-            return (stats, None);
+            return (ended(Stats { complete: true, ..stats }), None);
         }
     }
 }

@@ -350,9 +350,9 @@ pub struct Stats {
     /// Whether the search covered everything it set out to (exhaustive: the whole
     /// state space; random/PCT: every iteration asked for).
     pub complete: bool,
-    /// The bytes the visited set's slots took at the end: an exhaustive
-    /// search on one machine (0 otherwise, and for a sharded search or the
-    /// rounds, whose nodes each hold a table).
+    /// The bytes the visited set's slots took at the end, in exhaustive
+    /// mode: the workers' shared table, or the rounds' driver's whole copy
+    /// (0 otherwise, and for a sharded search, whose nodes each hold a part).
     pub visited_bytes: u64,
 }
 

@@ -223,13 +223,6 @@ fn offset(q: u64, k: u64, buckets: u64) -> u64 {
     ((u128::from(z) * u128::from(buckets)) >> 64) as u64
 }
 
-/// The home bucket and the quotient of fingerprint `fp` in a part of
-/// `buckets`: the remainder and the quotient of its bits above the part's.
-fn place(fp: u64, buckets: u64) -> (u64, u64) {
-    let rest = fp >> SHARD_BITS;
-    (rest % buckets, rest / buckets)
-}
-
 /// One part: `buckets` buckets of [`BUCKET`] slots (how many are filled is
 /// counted beside it, in [`Table::lens`] and the visitors), and while a
 /// saving search records changes ([`Table::record_changes`]) a bit per
@@ -262,9 +255,11 @@ impl Part {
         (self.slots.len() * 8) as u64
     }
 
-    /// The home bucket and the quotient of fingerprint `fp` ([`place`]).
+    /// The home bucket and the quotient of fingerprint `fp`: the remainder
+    /// and the quotient of its bits above the part's by the part's buckets.
     fn place(&self, fp: u64) -> (u64, u64) {
-        place(fp, self.buckets)
+        let rest = fp >> SHARD_BITS;
+        (rest % self.buckets, rest / self.buckets)
     }
 
     /// Calls `at` on each slot the fingerprint placed at `home` with
@@ -395,8 +390,8 @@ impl Part {
         })
     }
 
-    /// This part with a quarter more buckets (or more, until every entry
-    /// fits, and at least `least`), its pages faulted in ([`populate`]) and
+    /// This part with a quarter more buckets (or `least`, a later size of
+    /// its growths, if more; or more, until every entry fits), its pages faulted in ([`populate`]) and
     /// its changes still marked, and how many states it holds.
     ///
     /// The entries go to random buckets of the new part, each a likely
@@ -404,10 +399,7 @@ impl Part {
     /// [`AHEAD`] entries before it is put.
     fn grown(&self, shard: usize, least: u64) -> (Part, usize) {
         const AHEAD: usize = 16;
-        let mut buckets = larger(self.buckets);
-        while buckets < least {
-            buckets = larger(buckets);
-        }
+        let mut buckets = larger(self.buckets).max(least);
         'again: loop {
             let mut p = Part::new(buckets, self.fp);
             p.changed = self.changed.as_ref().map(|_| Part::change_bits(buckets));
@@ -417,7 +409,7 @@ impl Part {
             let mut entries = self.entries();
             loop {
                 let next = entries.next().map(|(rest, m, changed)| {
-                    let place = place(rest << SHARD_BITS | shard as u64, buckets);
+                    let place = p.place(rest << SHARD_BITS | shard as u64);
                     prefetch(&p.slots[place.0 as usize * BUCKET]);
                     (place, m, changed)
                 });
