@@ -125,7 +125,8 @@ fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
     // another build's (with checksums that match, so that it is not taken
     // for a corrupted file).
     use tlbkit_check::search::saved;
-    let (identity, body) = saved::open(&dir).unwrap();
+    let opened = saved::open(&dir).unwrap();
+    let (identity, body) = (opened.identity.clone(), opened.bytes().unwrap());
     let (_, check) = identity.split_once(' ').unwrap();
     saved::write(&dir, &format!("0123456789abcdef {check}"), &body).unwrap();
     for (args, says) in [
@@ -229,5 +230,69 @@ fn a_c_file_edited_after_its_check_is_refused_on_resume_and_replay_in_one_line()
     std::fs::write(&racy, &originals[1]).unwrap();
     assert_eq!(tlbkit(&resume).status.code(), Some(0));
     assert!(String::from_utf8_lossy(&tlbkit(&replay).stdout).contains("no_data_race"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs tlbkit with `args` to its end; returns its exit code and its peak
+/// resident set in KiB (`wait4`'s), which is at least this process's own
+/// peak when it started the child (an `exec` keeps the high-water mark of
+/// the memory it replaces): the caller compares with that.
+fn peak_kib(args: &[&str]) -> (Option<i32>, i64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tlbkit starts");
+    let mut status = 0;
+    // SAFETY: `rusage` is a C struct for which all-zero is valid.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `child` is this process's own child, not yet waited for; both
+    // pointers are valid for the call to fill.
+    let r = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(r, child.id() as libc::pid_t, "waited for tlbkit");
+    // Reaped above: `wait` has nothing left to wait for.
+    let _ = child.wait();
+    (libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)), usage.ru_maxrss)
+}
+
+/// This process's own peak resident set, in KiB.
+fn own_peak_kib() -> i64 {
+    tlbkit_host::memory::peak_bytes().map_or(0, |b| (b >> 10) as i64)
+}
+
+/// A save is written into its file as it is made, and read back from
+/// there: a search that saves, and one resumed, hold about what a search
+/// that does neither holds, not the save's bytes beside their visited set
+/// (about a million states here: saves of 17 MB or more beside a table of
+/// 9 MiB, which a save made in memory held two or three times over).
+#[test]
+fn a_search_that_saves_or_resumes_holds_no_copy_of_its_save() {
+    let dir = scratch("peak");
+    let d = dir.display().to_string();
+    let shape = ["check", "--policy", "x86-linux-410", "--mode", "exhaustive", "--cpus", "2", "--mms", "3"];
+    let shape = [&shape[..], &["--ops", "6", "--pages", "1", "--jobs", "2"]].concat();
+    let (code, plain) = peak_kib(&shape);
+    assert_eq!(code, Some(0));
+    let saving = [&shape[..], &["--checkpoint", &d, "--checkpoint-every", "1"]].concat();
+    let before_saving = own_peak_kib();
+    let (code, saved) = peak_kib(&saving);
+    assert_eq!(code, Some(0));
+    let size = |f: &str| std::fs::metadata(dir.join(f)).map_or(0, |m| m.len() as i64);
+    let bytes = size("search.ckpt") + size("search.deltas");
+    assert!(bytes > 12 << 20, "saves of {bytes} bytes: too small to show their copies");
+    // A search stopped at its cap as its table first grows, then resumed.
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, _) = peak_kib(&[&saving[..], &["--max-memory", "9500K"]].concat());
+    assert_eq!(code, Some(2), "stopped at the cap");
+    let before_resume = own_peak_kib();
+    let (code, resumed) = peak_kib(&["check", "--resume", &d, "--jobs", "2"]);
+    assert_eq!(code, Some(0));
+    // A quarter of the saves' bytes: a copy of them would pass it.
+    let room = bytes / 1024 / 4;
+    for (what, kib, floor) in [("saving", saved, before_saving), ("resumed", resumed, before_resume)] {
+        let most = plain.max(floor) + room;
+        assert!(kib <= most, "{what}: peak {kib} KiB against {plain} KiB for a search that does not save");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -265,7 +265,7 @@ pub struct Persist {
 /// Returns the spec of the check whose search is saved in `dir`, read from
 /// the save (`tlbkit check --resume DIR` needs nothing else).
 pub fn saved_spec(dir: &std::path::Path) -> Result<CheckSpec, Error> {
-    let (identity, _) = search::saved::open(dir)?;
+    let identity = search::saved::open(dir)?.identity;
     search::saved::same_build(dir, &identity)?;
     let token = identity.split_once(' ').map_or("", |(_, t)| t);
     let (spec, _) = decode(token).map_err(|_| Error::Save {
@@ -295,7 +295,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
         identity: format!("{} {}", search::saved::binary_id(), encode(spec, &[])),
     });
     let body = match (persist, &saving) {
-        (Some(p), Some(s)) if p.resume => Some(search::saved::read(&p.dir, &s.identity)?),
+        (Some(p), Some(s)) if p.resume => Some(search::saved::resume(&p.dir, &s.identity)?),
         _ => None,
     };
     if saving.is_some() {
@@ -309,7 +309,7 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
             spec.fingerprints(),
             spec.iterations,
             saving.as_ref().map(|s| (s, &counters[..])),
-            body.as_deref(),
+            body.as_ref(),
         )
     })??;
     if let (Some(why), Some(p)) = (stopped, persist) {

@@ -122,7 +122,8 @@ fn a_save_cut_short_anywhere_is_refused_as_cut_short() {
 fn a_save_of_another_build_is_refused_as_another_build() {
     let dir = scratch("build");
     save_mid_search(&dir);
-    let (identity, body) = saved::open(&dir).unwrap();
+    let opened = saved::open(&dir).unwrap();
+    let (identity, body) = (opened.identity.clone(), opened.bytes().unwrap());
     let (_, check) = identity.split_once(' ').unwrap();
     saved::write(&dir, &format!("0123456789abcdef {check}"), &body).unwrap();
     let ours = saved::binary_id();

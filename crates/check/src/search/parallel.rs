@@ -2,12 +2,11 @@
 //! the work split by subtrees.
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
-use super::saved::{self, Reader, Saving, Stopped, Writer};
-use super::table::{save_entries, Fingerprints, Table, Visitor};
+use super::saved::{self, BodyRead, Out, Reader, Saving, Stopped, Writer};
+use super::table::{save_entries, Fingerprints, Stored, Table, Visitor};
 use super::{recycle_choices, Choice, ChoiceKind, Chooser, Foot, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
-use xxhash_rust::xxh3::xxh3_64;
 
 /// One worker's part of a parallel exhaustive search: the subtree below a
 /// prefix of choices, explored depth-first as [`exhaustive`](fn@super::exhaustive) does
@@ -204,12 +203,14 @@ impl Shared {
         Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::new(fp), max_bytes)
     }
 
-    /// Adds the visited states `entries` (of another party's body: a state
+    /// Adds the visited states `stored` (of another party's body: a state
     /// both hold keeps what both left unexplored), counting what the table
-    /// grew by; no worker may be running.
-    fn admit_all(&self, entries: &[(u64, u64)]) {
-        let grew = self.visited.admit_all(entries);
+    /// grew by; no worker may be running. A state that cannot be read
+    /// leaves the table as it was.
+    fn admit_stored(&self, stored: &[Stored<'_>]) -> Result<(), String> {
+        let grew = self.visited.admit_stored(stored)?;
         self.table_bytes.fetch_add(grew, Relaxed);
+        Ok(())
     }
 
     fn over_budget(&self) -> bool {
@@ -229,13 +230,13 @@ impl Shared {
     }
 
     /// Writes the counters, the visited set and the queue (every worker waiting).
-    fn save(&self, w: &mut Writer, extra: &[AtomicU64]) {
-        self.save_with(w, extra, &|w: &mut Writer| self.visited.save(w));
+    fn save(&self, w: &mut dyn Out, extra: &[AtomicU64]) {
+        self.save_with(w, extra, &mut |w: &mut dyn Out| self.visited.save(w));
     }
 
     /// [`Shared::save`] with the visited states `visited` writes (a delta's
     /// changes: see `saved.rs`).
-    fn save_with(&self, w: &mut Writer, extra: &[AtomicU64], visited: &dyn Fn(&mut Writer)) {
+    fn save_with(&self, w: &mut dyn Out, extra: &[AtomicU64], visited: &mut Writes<'_>) {
         let q = self.work.lock().expect("no worker panicked holding the queue");
         Shared::write_body(w, self.counts(), extra, Some(visited), &q.0);
     }
@@ -249,10 +250,10 @@ impl Shared {
     /// counters, `visited` (none: an empty visited set) and `work` for the
     /// queue: the layout [`Shared::load`] reads.
     fn write_body(
-        w: &mut Writer,
+        w: &mut dyn Out,
         counts: [u64; 3],
         extra: &[AtomicU64],
-        visited: Option<&dyn Fn(&mut Writer)>,
+        visited: Option<&mut Writes<'_>>,
         work: &[Subtree],
     ) {
         counts.iter().for_each(|&c| w.u64(c));
@@ -263,23 +264,23 @@ impl Shared {
         if let Some(v) = visited {
             v(w);
         }
-        save_subtrees(w, work.iter());
+        let mut rest = Writer::default();
+        save_subtrees(&mut rest, work.iter());
+        w.bytes(&rest.0);
     }
 
-    /// Reads a whole body [`Shared::write_body`] wrote, with `extra` of the
-    /// caller's counters, before anything is taken from it (a body that turns
-    /// out corrupt changes nothing).
-    fn read_body(body: &[u8], extra: usize) -> Result<Body, String> {
-        let mut r = Reader::new(body);
+    /// Reads a body [`Shared::write_body`] wrote, with `extra` of the
+    /// caller's counters, the visited states left where they lie (a body
+    /// whose states turn out corrupt changes nothing: see [`Table::admit_stored`]).
+    fn read_body<'a>(r: &mut impl BodyRead<'a>, extra: usize) -> Result<Body<'a>, String> {
         let counts = [r.u64()?, r.u64()?, r.u64()?];
         if r.len(8)? != extra {
             return Err("a save of another kind of search".into());
         }
         let extra = (0..extra).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
-        let mut visited = Vec::new();
-        for _ in 0..r.len(9)? {
-            visited.extend(Table::read_entries(&mut r)?);
-        }
+        let visited = (0..r.len(9)?).map(|_| Stored::read(r)).collect::<Result<Vec<_>, _>>()?;
+        let rest = r.rest()?;
+        let mut r = Reader::new(&rest);
         let work = load_subtrees(&mut r)?;
         if !r.done() {
             return Err("bytes after the end of the save".into());
@@ -287,16 +288,21 @@ impl Shared {
         Ok(Body { counts, extra, visited, work })
     }
 
+    /// [`Shared::read_body`] of a body in memory.
+    fn read_bytes(body: &[u8], extra: usize) -> Result<Body<'_>, String> {
+        Shared::read_body(&mut Reader::new(body), extra)
+    }
+
     /// Reads what [`Shared::save`] wrote into a search that goes on from it.
     fn load(body: &[u8], extra: &[AtomicU64], fp: Fingerprints, max_bytes: u64) -> Result<Shared, String> {
-        Shared::load_with(body, &[], extra, fp, max_bytes)
+        Shared::load_with(&mut Reader::new(body), &mut [], extra, fp, max_bytes)
     }
 
     /// [`Shared::load`] of a whole save's `body` followed by `deltas` (see
     /// `saved.rs`): the search as it was at the last delta.
-    fn load_with(
-        body: &[u8],
-        deltas: &[Vec<u8>],
+    fn load_with<'a, R: BodyRead<'a>>(
+        body: &mut R,
+        deltas: &mut [R],
         extra: &[AtomicU64],
         fp: Fingerprints,
         max_bytes: u64,
@@ -305,11 +311,11 @@ impl Shared {
         let visited = Table::new(fp);
         for d in deltas {
             let later = Shared::read_body(d, extra.len())?;
-            visited.admit_all(&std::mem::take(&mut b.visited));
+            visited.admit_stored(&b.visited)?;
             b = later;
         }
         b.store_extra(extra);
-        visited.admit_all(&b.visited);
+        visited.admit_stored(&b.visited)?;
         let shared = Shared::new(b.work, visited, max_bytes);
         shared.executions.store(b.counts[0], Relaxed);
         shared.pruned.store(b.counts[1], Relaxed);
@@ -318,17 +324,17 @@ impl Shared {
     }
 }
 
-/// A body [`Shared::read_body`] read whole: the search's counts (executions,
+/// A body [`Shared::read_body`] read: the search's counts (executions,
 /// cut executions, most steps), the caller's counters, the visited states
-/// and the queue.
-struct Body {
+/// (where they lie) and the queue.
+struct Body<'a> {
     counts: [u64; 3],
     extra: Vec<u64>,
-    visited: Vec<(u64, u64)>,
+    visited: Vec<Stored<'a>>,
     work: Vec<Subtree>,
 }
 
-impl Body {
+impl Body<'_> {
     /// Sets the caller's counters to the body's.
     fn store_extra(&self, extra: &[AtomicU64]) {
         for (e, &v) in extra.iter().zip(&self.extra) {
@@ -384,14 +390,15 @@ pub fn exhaustive_saving(
     fp: Fingerprints,
     max_executions: u64,
     saving: Option<(&Saving, &[AtomicU64])>,
-    resume: Option<&[u8]>,
+    resume: Option<&saved::Opened>,
 ) -> Result<(Stats, Option<Outcome>, Option<Stopped>), crate::Error> {
     let max_bytes = saving.and_then(|(s, _)| s.max_memory).unwrap_or(u64::MAX);
     let mut shared = match resume {
-        Some(body) => {
+        Some(opened) => {
             let extra = saving.map_or(&[][..], |(_, e)| e);
-            let deltas = saving.map_or_else(Vec::new, |(s, _)| saved::deltas(&s.dir, xxh3_64(body)));
-            Shared::load_with(body, &deltas, extra, fp, max_bytes).map_err(|why| match saving {
+            let mut deltas =
+                saving.map_or_else(Vec::new, |(s, _)| saved::delta_readers(&s.dir, saved::DELTAS, opened.sum));
+            Shared::load_with(&mut opened.reader(), &mut deltas, extra, fp, max_bytes).map_err(|why| match saving {
                 // A body from a file whose checksums matched: a save this build cannot read.
                 Some((s, _)) => crate::Error::Save {
                     file: s.dir.join(saved::FILE).display().to_string(),
@@ -535,21 +542,47 @@ struct Written {
 /// the last save (see `saved.rs`), or a whole save when this process has
 /// written none yet or the deltas would outgrow the whole save.
 fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64], written: &mut Option<Written>) -> Result<(), crate::Error> {
-    let mut w = Writer::default();
-    // Every save clears the marks: a whole save holds every state.
-    let changed = shared.visited.drain_changes(written.is_some());
     if let Some(b) = written {
-        shared.save_with(&mut w, extra, &|w: &mut Writer| save_entries(w, &changed));
-        if b.deltas + w.0.len() as u64 <= b.base_bytes {
-            b.deltas = saved::append(&s.dir, b.base, &w.0)?;
+        // The delta's size, known before it is written: what it holds but
+        // its states, and 16 bytes a state.
+        let n = shared.visited.changed();
+        let mut size = Count(16 * n);
+        shared.save_with(&mut size, extra, &mut |w: &mut dyn Out| {
+            w.u64(n);
+            w.u8(0);
+        });
+        if b.deltas + size.0 <= b.base_bytes {
+            b.deltas = saved::append_with(&s.dir, saved::DELTAS, b.base, &mut |out: &mut saved::Sink| {
+                shared.save_with(out, extra, &mut |w: &mut dyn Out| {
+                    w.u64(n);
+                    w.u8(0);
+                    shared.visited.drain_changes_with(&mut |fp, m| {
+                        w.u64(fp);
+                        w.u64(m);
+                    });
+                });
+            })?;
             return Ok(());
         }
-        w.0.clear();
     }
-    shared.save(&mut w, extra);
-    let base = saved::write(&s.dir, &s.identity, &w.0)?;
-    *written = Some(Written { base, base_bytes: w.0.len() as u64, deltas: 0 });
+    // Every save clears the marks: a whole save holds every state.
+    shared.visited.drain_changes(false);
+    let (base, base_bytes) =
+        saved::write_with(&s.dir, &s.identity, &mut |out: &mut saved::Sink| shared.save(out, extra))?;
+    *written = Some(Written { base, base_bytes, deltas: 0 });
     Ok(())
+}
+
+/// What writes a body's visited states.
+type Writes<'f> = dyn FnMut(&mut dyn Out) + 'f;
+
+/// Bytes counted, not kept.
+struct Count(u64);
+
+impl Out for Count {
+    fn bytes(&mut self, b: &[u8]) {
+        self.0 += b.len() as u64;
+    }
 }
 
 /// Stops the search and wakes every waiting worker if the worker holding it
@@ -834,8 +867,8 @@ pub mod rounds {
         /// The visited set alone, for a party that starts now ([`Replica::new`]).
         pub fn visited(&self) -> Vec<u8> {
             let mut w = Writer::default();
-            let visited = |w: &mut Writer| self.shared.visited.save(w);
-            Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&visited), &[]);
+            let mut visited = |w: &mut dyn Out| self.shared.visited.save(w);
+            Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&mut visited), &[]);
             w.0
         }
 
@@ -873,15 +906,16 @@ pub mod rounds {
         /// into the visited set, its frontier into the frontier, its counts
         /// added (the caller's counters: the most of each).
         pub fn merge(&self, body: &[u8]) -> Result<(), String> {
-            let b = Shared::read_body(body, self.extra.len())?;
+            let b = Shared::read_bytes(body, self.extra.len())?;
             let total = &self.shared;
+            // The states first: a body whose states cannot be read changes nothing.
+            total.admit_stored(&b.visited)?;
             total.executions.fetch_add(b.counts[0], Relaxed);
             total.pruned.fetch_add(b.counts[1], Relaxed);
             total.max_steps.fetch_max(b.counts[2] as usize, Relaxed);
             for (a, &v) in self.extra.iter().zip(&b.extra) {
                 a.fetch_max(v, Relaxed);
             }
-            total.admit_all(&b.visited);
             total.work.lock().expect("unshared").0.extend(b.work);
             Ok(())
         }
@@ -921,9 +955,9 @@ pub mod rounds {
             let s = &self.shared;
             for body in news {
                 // Taken in without recording: every other party has these.
-                s.admit_all(&Shared::read_body(body, extra.len())?.visited);
+                s.admit_stored(&Shared::read_bytes(body, extra.len())?.visited)?;
             }
-            let p = Shared::read_body(part, extra.len())?;
+            let p = Shared::read_bytes(part, extra.len())?;
             p.store_extra(extra);
             s.work.lock().expect("unshared").0 = p.work;
             s.executions.store(0, Relaxed);
@@ -937,7 +971,13 @@ pub mod rounds {
             let changes = s.visited.drain_changes(true);
             let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
             let mut w = Writer::default();
-            Shared::write_body(&mut w, s.counts(), extra, Some(&|w: &mut Writer| save_entries(w, &changes)), &left);
+            Shared::write_body(
+                &mut w,
+                s.counts(),
+                extra,
+                Some(&mut |w: &mut dyn Out| save_entries(w, &changes)),
+                &left,
+            );
             Ok((w.0, found, s.executions.load(Relaxed)))
         }
     }
@@ -1037,7 +1077,7 @@ mod tests {
             t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
         }
         let mut w = Writer::default();
-        Shared::write_body(&mut w, [5, 0, 3], &[], Some(&|w: &mut Writer| t.save(w)), &[]);
+        Shared::write_body(&mut w, [5, 0, 3], &[], Some(&mut |w: &mut dyn Out| t.save(w)), &[]);
         let whole = w.0;
         let driver = rounds::Driver::start(0, EIGHT);
         let before = driver.stats();
@@ -1102,10 +1142,17 @@ mod tests {
         write(&shared, &s, &[], &mut written).expect("a delta");
         let deltas = std::fs::metadata(dir.join(saved::DELTAS)).expect("the deltas").len() as usize;
         assert!(deltas > 2000 * 16 && deltas < whole / 2, "a delta of {deltas} bytes after a whole save of {whole}");
+        // Read from the files, as a resume does, and from memory: the same.
         let read = || {
-            let body = saved::read(&dir, id).expect("the whole save");
-            let deltas = saved::deltas(&dir, xxh3_64(&body));
-            Shared::load_with(&body, &deltas, &[], EIGHT, u64::MAX).expect("readable")
+            let opened = saved::resume(&dir, id).expect("the whole save");
+            let mut deltas = saved::delta_readers(&dir, saved::DELTAS, opened.sum);
+            let from_file = Shared::load_with(&mut opened.reader(), &mut deltas, &[], EIGHT, u64::MAX);
+            let (body, deltas) = (opened.bytes().expect("its body"), saved::deltas(&dir, opened.sum));
+            let mut deltas: Vec<Reader<'_>> = deltas.iter().map(|d| Reader::new(d)).collect();
+            let in_memory = Shared::load_with(&mut Reader::new(&body), &mut deltas, &[], EIGHT, u64::MAX);
+            let (a, b) = (from_file.expect("readable"), in_memory.expect("readable"));
+            assert_eq!((sorted_entries(&a.visited), a.counts()), (sorted_entries(&b.visited), b.counts()));
+            a
         };
         let back = read();
         assert_eq!((sorted_entries(&back.visited), back.counts()), (sorted_entries(&shared.visited), shared.counts()));

@@ -41,6 +41,9 @@
 //! bounded by the bytes left, so it allocates no more than the file holds.
 //! A save whose write fails (a full disk) removes its temporary file and
 //! leaves the save before it as it was.
+//! A save is written into its file as it is made, and read back from the
+//! file a piece at a time, its visited states left there until the table
+//! takes them in (`saved/stream.rs`): neither holds a copy of the save in memory.
 //!
 //! # Saves after the first
 //! A search's first save writes the whole visited set; each later one
@@ -59,9 +62,14 @@
 //! resumed search's first save. Deltas of another whole save (left by a
 //! kill between a whole save's rename and their removal) are ignored.
 
+mod stream;
+
+pub use stream::{BodyRead, FileReader, Out, Sink, Span};
+
 use crate::error::{Error, SaveProblem};
 use std::cell::Cell;
 use std::io::Write as _;
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -237,19 +245,62 @@ impl<'a> Reader<'a> {
 
 /// Returns the header and the identity: the bytes of a save before `body`.
 fn head(identity: &str, body: &[u8]) -> Vec<u8> {
+    let id = identity_bytes(identity);
+    let mut sum = xxhash_rust::xxh3::Xxh3Default::new();
+    sum.update(&id);
+    sum.update(body);
+    let mut w = header((id.len() + body.len()) as u64, sum.digest());
+    w.extend_from_slice(&id);
+    w
+}
+
+/// The identity as a save holds it.
+fn identity_bytes(identity: &str) -> Vec<u8> {
     let mut id = Writer::default();
     id.str(identity);
-    let mut sum = xxhash_rust::xxh3::Xxh3Default::new();
-    sum.update(&id.0);
-    sum.update(body);
+    id.0
+}
+
+/// The header of a save whose identity and body take `len` bytes, with
+/// `sum` their checksum.
+fn header(len: u64, sum: u64) -> Vec<u8> {
     let mut w = Writer::default();
     w.0.extend_from_slice(MAGIC);
     w.u32(VERSION);
-    w.u64((id.0.len() + body.len()) as u64);
-    w.u64(sum.digest());
+    w.u64(len);
+    w.u64(sum);
     w.u64(xxh3_64(&w.0));
-    w.0.extend_from_slice(&id.0);
     w.0
+}
+
+/// Checks the header `head` (the first [`HEAD`] bytes of a save of `total`
+/// bytes, fewer if it has fewer) and returns the length and checksum it
+/// gives the rest (which has at least that length).
+fn check_head(head: &[u8], total: u64) -> Result<(u64, u64), SaveProblem> {
+    let cut = SaveProblem::CutShort { have: total, need: None };
+    let Some(magic) = head.get(..MAGIC.len()) else {
+        return Err(if MAGIC.starts_with(head) { cut } else { SaveProblem::NotASave });
+    };
+    if magic != MAGIC {
+        return Err(SaveProblem::NotASave);
+    }
+    let version = head.get(8..12).ok_or(cut.clone())?;
+    let found = u32::from_le_bytes(version.try_into().expect("4 bytes"));
+    if found != VERSION {
+        return Err(SaveProblem::Format { found, reads: VERSION });
+    }
+    let word = |at: usize| head.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let (Some(len), Some(sum), Some(head_sum)) = (word(12), word(20), word(28)) else { return Err(cut) };
+    if xxh3_64(&head[..HEAD - 8]) != head_sum {
+        return Err(SaveProblem::Corrupted);
+    }
+    if total - (HEAD as u64) < len {
+        return Err(SaveProblem::CutShort { have: total, need: Some(len.saturating_add(HEAD as u64)) });
+    }
+    if total - HEAD as u64 != len {
+        return Err(SaveProblem::Corrupted);
+    }
+    Ok((len, sum))
 }
 
 /// Returns the bytes of the save of `identity` whose body is `body`: what
@@ -264,28 +315,9 @@ pub fn encode(identity: &str, body: &[u8]) -> Vec<u8> {
 /// is wrong with them (see the module's "The file"). Reads nothing beyond
 /// `bytes` and allocates no more than they hold, whatever they say.
 pub fn decode(bytes: &[u8]) -> Result<(String, &[u8]), SaveProblem> {
-    let cut = SaveProblem::CutShort { have: bytes.len() as u64, need: None };
-    let Some(magic) = bytes.get(..MAGIC.len()) else {
-        return Err(if MAGIC.starts_with(bytes) { cut } else { SaveProblem::NotASave });
-    };
-    if magic != MAGIC {
-        return Err(SaveProblem::NotASave);
-    }
-    let version = bytes.get(8..12).ok_or(cut.clone())?;
-    let found = u32::from_le_bytes(version.try_into().expect("4 bytes"));
-    if found != VERSION {
-        return Err(SaveProblem::Format { found, reads: VERSION });
-    }
-    let word = |at: usize| bytes.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
-    let (Some(len), Some(sum), Some(head_sum)) = (word(12), word(20), word(28)) else { return Err(cut) };
-    if xxh3_64(&bytes[..HEAD - 8]) != head_sum {
-        return Err(SaveProblem::Corrupted);
-    }
+    let (_, sum) = check_head(&bytes[..bytes.len().min(HEAD)], bytes.len() as u64)?;
     let rest = &bytes[HEAD..];
-    if (rest.len() as u64) < len {
-        return Err(SaveProblem::CutShort { have: bytes.len() as u64, need: Some(len.saturating_add(HEAD as u64)) });
-    }
-    if rest.len() as u64 != len || xxh3_64(rest) != sum {
+    if xxh3_64(rest) != sum {
         return Err(SaveProblem::Corrupted);
     }
     let mut r = Reader::new(rest);
@@ -341,14 +373,29 @@ impl std::io::Write for SaveFile {
 ///
 /// Returns the body's checksum, which the deltas that follow it name.
 pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<u64, Error> {
-    write_named(dir, FILE, &[&head(identity, body), body])?;
+    write_with(dir, identity, &mut |out: &mut Sink| out.bytes(body)).map(|(sum, _)| sum)
+}
+
+/// [`write()`] of the body that `body` writes into the file as it goes
+/// (see `saved/stream.rs`); returns the body's checksum and length.
+pub fn write_with(dir: &Path, identity: &str, body: &mut dyn FnMut(&mut Sink)) -> Result<(u64, u64), Error> {
+    let id = identity_bytes(identity);
+    let mut made = (0, 0);
+    replace(dir, FILE, &mut |f| {
+        let mut sink = Sink::start(f, HEAD, &id)?;
+        body(&mut sink);
+        let done = sink.finish()?;
+        done.file.write_all_at(&header(id.len() as u64 + done.len, done.sum), 0)?;
+        made = (done.body_sum, done.len);
+        Ok(done.file)
+    })?;
     // The deltas of the save before name its body: none follows this one.
     match std::fs::remove_file(dir.join(DELTAS)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Save {
             file: dir.join(FILE).display().to_string(),
             problem: SaveProblem::WriteFailed { why: format!("{DELTAS}: {e}") },
         }),
-        _ => Ok(xxh3_64(body)),
+        _ => Ok(made),
     }
 }
 
@@ -356,17 +403,28 @@ pub fn write(dir: &Path, identity: &str, body: &[u8]) -> Result<u64, Error> {
 /// `dir/name` as [`write()`] does: a temporary file, synced, renamed, the
 /// directory synced.
 pub fn write_named(dir: &Path, name: &str, chunks: &[&[u8]]) -> Result<(), Error> {
+    replace(dir, name, &mut |mut f| {
+        chunks.iter().try_for_each(|c| f.write_all(c))?;
+        Ok(f.0)
+    })
+}
+
+/// Makes `dir/name` the file `fill` writes into a temporary one (and
+/// returns): synced, renamed, the directory synced; a failure removes the
+/// temporary file and leaves the file before as it was.
+fn replace(
+    dir: &Path,
+    name: &str,
+    fill: &mut dyn FnMut(SaveFile) -> std::io::Result<std::fs::File>,
+) -> Result<(), Error> {
     let path = dir.join(name);
     let fail = |problem| Error::Save { file: path.display().to_string(), problem };
     remove_stale_temporaries(dir);
     let tmp = dir.join(format!("{name}.tmp{}", std::process::id()));
     let written = std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::File::create(&tmp))
-        .and_then(|f| {
-            let mut f = SaveFile(f);
-            chunks.iter().try_for_each(|c| f.write_all(c))?;
-            f.0.sync_all()
-        })
+        .and_then(|f| fill(SaveFile(f)))
+        .and_then(|f| f.sync_all())
         .and_then(|()| std::fs::rename(&tmp, &path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
@@ -375,34 +433,57 @@ pub fn write_named(dir: &Path, name: &str, chunks: &[&[u8]]) -> Result<(), Error
     std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| fail(SaveProblem::NotSynced { why: e.to_string() }))
 }
 
+/// A delta's header: its magic, the checksum of the whole save it follows,
+/// its body's length and its body's checksum.
+const DELTA_HEAD: usize = 8 + 8 + 8 + 8;
+
 /// Appends `body` to the deltas in `dir` as the save that follows the whole
 /// save whose body's checksum is `base` (and the deltas before it), synced;
 /// returns how many bytes the deltas take now. A write that fails (a full
 /// disk) cuts the file back to what it held, so the saves before stand.
 pub fn append(dir: &Path, base: u64, body: &[u8]) -> Result<u64, Error> {
-    append_named(dir, DELTAS, base, body)
+    append_with(dir, DELTAS, base, &mut |out: &mut Sink| out.bytes(body))
 }
 
 /// [`append`] to the file `dir/name` (a sharded search's node's deltas,
 /// which follow its whole part of generation `base`).
 pub fn append_named(dir: &Path, name: &str, base: u64, body: &[u8]) -> Result<u64, Error> {
+    append_with(dir, name, base, &mut |out: &mut Sink| out.bytes(body))
+}
+
+/// [`append_named`] of the body that `body` writes into the file as it goes.
+pub fn append_with(dir: &Path, name: &str, base: u64, body: &mut dyn FnMut(&mut Sink)) -> Result<u64, Error> {
+    use std::io::Seek as _;
     let path = dir.join(name);
     let fail =
         |why: String| Error::Save { file: path.display().to_string(), problem: SaveProblem::WriteFailed { why } };
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(|e| fail(e.to_string()))?;
-    let had = f.metadata().map_err(|e| fail(e.to_string()))?.len();
-    let mut head = Writer::default();
-    head.0.extend_from_slice(DELTA_MAGIC);
-    head.u64(base);
-    head.u64(body.len() as u64);
-    head.u64(xxh3_64(body));
-    let mut out = SaveFile(f);
-    let written = out.write_all(&head.0).and_then(|()| out.write_all(body)).and_then(|()| out.0.sync_data());
-    if let Err(e) = written {
-        let _ = out.0.set_len(had);
-        return Err(fail(e.to_string()));
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| fail(e.to_string()))?;
+    let had = f.seek(std::io::SeekFrom::End(0)).map_err(|e| fail(e.to_string()))?;
+    let keep = f.try_clone().map_err(|e| fail(e.to_string()))?;
+    let written = Sink::start(SaveFile(f), DELTA_HEAD, &[]).and_then(|mut sink| {
+        body(&mut sink);
+        let done = sink.finish()?;
+        let mut head = Writer::default();
+        head.0.extend_from_slice(DELTA_MAGIC);
+        head.u64(base);
+        head.u64(done.len);
+        head.u64(done.body_sum);
+        done.file.write_all_at(&head.0, had)?;
+        done.file.sync_data()?;
+        Ok(done.len)
+    });
+    match written {
+        Ok(len) => Ok(had + DELTA_HEAD as u64 + len),
+        Err(e) => {
+            let _ = keep.set_len(had);
+            Err(fail(e.to_string()))
+        }
     }
-    Ok(had + (head.0.len() + body.len()) as u64)
 }
 
 /// The bodies of the deltas in `dir` that follow the whole save whose
@@ -414,17 +495,34 @@ pub fn deltas(dir: &Path, base: u64) -> Vec<Vec<u8>> {
 
 /// [`deltas`] of the file `dir/name` ([`append_named`]'s).
 pub fn deltas_named(dir: &Path, name: &str, base: u64) -> Vec<Vec<u8>> {
-    let Ok(bytes) = std::fs::read(dir.join(name)) else { return Vec::new() };
+    delta_readers(dir, name, base).into_iter().map_while(|mut r| r.rest().ok().map(|b| b.into_owned())).collect()
+}
+
+/// [`deltas_named`], each body left in the file to be read from there.
+pub fn delta_readers(dir: &Path, name: &str, base: u64) -> Vec<FileReader> {
+    let Ok(file) = std::fs::File::open(dir.join(name)) else { return Vec::new() };
+    let Ok(end) = file.metadata().map(|m| m.len()) else { return Vec::new() };
+    let file = std::sync::Arc::new(file);
     let mut out = Vec::new();
-    let mut r = Reader::new(&bytes);
-    while !r.done() {
-        let Ok(magic) = r.take(DELTA_MAGIC.len()) else { break };
-        let (Ok(of), Ok(len), Ok(sum)) = (r.u64(), r.u64(), r.u64()) else { break };
-        let Ok(body) = r.take(usize::try_from(len).unwrap_or(usize::MAX)) else { break };
-        if magic != DELTA_MAGIC || of != base || xxh3_64(body) != sum {
+    let mut at = 0u64;
+    while end - at >= DELTA_HEAD as u64 {
+        let mut head = [0u8; DELTA_HEAD];
+        if file.read_exact_at(&mut head, at).is_err() {
             break;
         }
-        out.push(body.to_vec());
+        let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().expect("8 bytes"));
+        let (of, len, sum) = (word(8), word(16), word(24));
+        let from = at + DELTA_HEAD as u64;
+        if &head[..8] != DELTA_MAGIC || of != base || len > end - from {
+            break;
+        }
+        let mut body = xxhash_rust::xxh3::Xxh3Default::new();
+        let mut unused = xxhash_rust::xxh3::Xxh3Default::new();
+        if stream::hash_range(&file, from, from + len, end, (&mut body, &mut unused)).is_err() || body.digest() != sum {
+            break;
+        }
+        out.push(FileReader::new(std::sync::Arc::clone(&file), from, len));
+        at = from + len;
     }
     out
 }
@@ -450,23 +548,76 @@ fn remove_stale_temporaries(dir: &Path) {
     }
 }
 
-/// Returns the identity the save in `dir` was made with, and its body; or
-/// why the file is no save this build can read.
-pub fn open(dir: &Path) -> Result<(String, Vec<u8>), Error> {
+/// A save in its file, checked ([`open`]): the identity it was made with,
+/// and its body, left in the file ([`Opened::reader`]).
+pub struct Opened {
+    pub identity: String,
+    file: std::sync::Arc<std::fs::File>,
+    at: u64,
+    len: u64,
+    /// The body's checksum, which the deltas that follow it name.
+    pub sum: u64,
+}
+
+impl Opened {
+    /// A reader of the body, from the file.
+    pub fn reader(&self) -> FileReader {
+        FileReader::new(std::sync::Arc::clone(&self.file), self.at, self.len)
+    }
+
+    /// The body, read into memory.
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        self.reader().rest().map(|b| b.into_owned())
+    }
+}
+
+/// Checks the save in `dir`, a piece at a time (its checksums, as
+/// [`decode`] does), and returns it, or why the file is no save this build
+/// can read.
+pub fn open(dir: &Path) -> Result<Opened, Error> {
     let path = dir.join(FILE);
     let refuse = |problem| Error::Save { file: path.display().to_string(), problem };
-    let mut bytes = std::fs::read(&path).map_err(|e| refuse(SaveProblem::Missing { why: e.to_string() }))?;
-    let (identity, at) = decode(&bytes).map(|(id, body)| (id, bytes.len() - body.len())).map_err(refuse)?;
-    bytes.drain(..at);
-    Ok((identity, bytes))
+    let missing = |e: std::io::Error| refuse(SaveProblem::Missing { why: e.to_string() });
+    let file = std::fs::File::open(&path).map_err(missing)?;
+    let total = file.metadata().map_err(missing)?.len();
+    let unreadable = |e: std::io::Error| refuse(SaveProblem::Unreadable { why: format!("reading it: {e}") });
+    let mut head = vec![0; (HEAD as u64).min(total) as usize];
+    file.read_exact_at(&mut head, 0).map_err(unreadable)?;
+    let (_, sum) = check_head(&head, total).map_err(refuse)?;
+    // The identity's length, read before the checksum is checked: a wrong
+    // one is said only if the checksum matches.
+    let mut word = [0; 8];
+    let id_len = file.read_exact_at(&mut word, HEAD as u64).ok().map(|()| u64::from_le_bytes(word));
+    let room = (total - HEAD as u64).saturating_sub(8);
+    let body_at = id_len.filter(|&n| n <= room).map_or(total, |n| HEAD as u64 + 8 + n);
+    let (mut whole, mut body) = (xxhash_rust::xxh3::Xxh3Default::new(), xxhash_rust::xxh3::Xxh3Default::new());
+    stream::hash_range(&file, HEAD as u64, total, body_at, (&mut whole, &mut body)).map_err(unreadable)?;
+    if whole.digest() != sum {
+        return Err(refuse(SaveProblem::Corrupted));
+    }
+    let mut id = vec![0; (body_at - HEAD as u64) as usize];
+    file.read_exact_at(&mut id, HEAD as u64).map_err(unreadable)?;
+    let identity = Reader::new(&id).str().map_err(|why| refuse(SaveProblem::Unreadable { why }))?;
+    let file = std::sync::Arc::new(file);
+    Ok(Opened { identity, file, at: body_at, len: total - body_at, sum: body.digest() })
 }
 
 /// Reads the save in `dir` made by the check `identity`; returns its body,
 /// or why it cannot be resumed here.
 pub fn read(dir: &Path, identity: &str) -> Result<Vec<u8>, Error> {
-    let (theirs, body) = open(dir)?;
-    same_check(&dir.join(FILE), &theirs, identity)?;
-    Ok(body)
+    let opened = resume(dir, identity)?;
+    opened.bytes().map_err(|why| Error::Save {
+        file: dir.join(FILE).display().to_string(),
+        problem: SaveProblem::Unreadable { why },
+    })
+}
+
+/// [`open`] of the save in `dir` made by the check `identity`, or why it
+/// cannot be resumed here.
+pub fn resume(dir: &Path, identity: &str) -> Result<Opened, Error> {
+    let opened = open(dir)?;
+    same_check(&dir.join(FILE), &opened.identity, identity)?;
+    Ok(opened)
 }
 
 /// Refuses the save in `dir`, made with the identity `theirs`, unless this

@@ -82,6 +82,8 @@
 //! bytes). What it costs is rehashing: each state is moved about four
 //! times over a search, against once.
 
+use super::saved::{BodyRead, Out, Span};
+#[cfg(test)]
 use super::saved::{Reader, Writer};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -778,31 +780,53 @@ impl Table {
     /// Every `(fingerprint, mask)` it holds.
     pub(super) fn entries(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::with_capacity(self.len());
-        for s in 0..SHARDS {
-            let (part, _held) = self.hold(s);
-            out.extend(part.entries().map(|(rest, m, _)| (rest << SHARD_BITS | s as u64, m)));
-        }
+        self.each(&mut |fp, m| out.push((fp, m)));
         out
     }
 
-    /// Adds every `(fingerprint, mask)` of `entries` (as [`Table::read_entries`]
-    /// gives them, each cut to a fingerprint of this table's; a mask's bits
-    /// past its labels dropped); a state it already holds keeps the
-    /// transitions both left unexplored (the intersection of its masks).
-    /// Returns the bytes it grew by. Not recorded as changes.
+    /// Calls `f` with every `(fingerprint, mask)` it holds.
+    fn each(&self, f: &mut dyn FnMut(u64, u64)) {
+        for s in 0..SHARDS {
+            let (part, _held) = self.hold(s);
+            part.entries().for_each(|(rest, m, _)| f(rest << SHARD_BITS | s as u64, m));
+        }
+    }
+
+    /// Adds every `(fingerprint, mask)` of `entries` (each cut to a
+    /// fingerprint of this table's; a mask's bits past its labels dropped);
+    /// a state it already holds keeps the transitions both left unexplored
+    /// (the intersection of its masks). Returns the bytes it grew by. Not
+    /// recorded as changes.
+    pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
+        let listed = self.admit_listed(&mut |f| entries.iter().try_for_each(|&(fp, m)| f(fp, m)));
+        listed.expect("a list in memory reads without fail")
+    }
+
+    /// [`Table::admit_all`] of the states of saves ([`Stored`]), or why one
+    /// cannot be read: then the table is as it was.
+    pub(super) fn admit_stored(&self, stored: &[Stored<'_>]) -> Result<u64, String> {
+        self.admit_listed(&mut |f| stored.iter().try_for_each(|s| s.each(f)))
+    }
+
+    /// [`Table::admit_all`] of what `list` lists, which it is asked for
+    /// twice: first to be counted (nothing is admitted if it fails then),
+    /// then to be admitted.
     ///
     /// An empty table (a resumed search's, a node's from its snapshot part)
     /// first grows each part once to the size its entries need, instead of
     /// through every size on the way (each entry rehashed about four times).
-    pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
-        if entries.is_empty() {
-            return 0;
+    fn admit_listed(&self, list: &mut Listing<'_>) -> Result<u64, String> {
+        let mut counts = vec![0usize; SHARDS];
+        list(&mut |fp, _| {
+            counts[shard_of(self.fp.of(fp))] += 1;
+            Ok(())
+        })?;
+        if counts.iter().all(|&n| n == 0) {
+            return Ok(0);
         }
         self.fault_in();
         let mut grew = 0;
         if self.len() == 0 {
-            let mut counts = vec![0usize; SHARDS];
-            entries.iter().for_each(|&(fp, _)| counts[shard_of(self.fp.of(fp))] += 1);
             for (s, &n) in counts.iter().enumerate() {
                 let had = self.hold(s).0.buckets;
                 let need = sized_for(had, n);
@@ -811,7 +835,11 @@ impl Table {
                 }
             }
         }
-        grew + entries.iter().map(|&(fp, m)| self.admit(self.fp.of(fp), m & self.fp.mask(), false).1).sum::<u64>()
+        list(&mut |fp, m| {
+            grew += self.admit(self.fp.of(fp), m & self.fp.mask(), false).1;
+            Ok(())
+        })?;
+        Ok(grew)
     }
 
     /// The mask of `fp`, if it holds it.
@@ -820,9 +848,17 @@ impl Table {
         self.hold(shard_of(fp)).0.find(fp)
     }
 
-    /// Writes every entry into a saved search ([`save_entries`]).
-    pub(super) fn save(&self, w: &mut Writer) {
-        save_entries(w, &self.entries());
+    /// Writes every entry into a saved search ([`save_entries`]), counted
+    /// first (no visit may run meanwhile: a saving search's workers wait).
+    pub(super) fn save(&self, w: &mut dyn Out) {
+        let mut n = 0;
+        self.each(&mut |_, _| n += 1);
+        w.u64(n);
+        w.u8(0);
+        self.each(&mut |fp, m| {
+            w.u64(fp);
+            w.u64(m);
+        });
     }
 
     /// Marks, from now on, each entry a visit adds or whose mask it narrows
@@ -842,50 +878,92 @@ impl Table {
     /// may run meanwhile (a saving search's workers wait while it saves).
     pub(super) fn drain_changes(&self, list: bool) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
+        self.drain_changes_with(&mut |fp, m| {
+            if list {
+                out.push((fp, m));
+            }
+        });
+        out
+    }
+
+    /// [`Table::drain_changes`], calling `f` with each marked entry.
+    pub(super) fn drain_changes_with(&self, f: &mut dyn FnMut(u64, u64)) {
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);
             let Some(marks) = &part.changed else { continue };
             for (k, word) in marks.iter().enumerate() {
                 let mut bits = word.swap(0, Ordering::Relaxed);
-                while list && bits != 0 {
+                while bits != 0 {
                     let i = k * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
                     let w = part.slots[i].load(Ordering::Acquire);
-                    out.push((part.rest_of(i, w) << SHARD_BITS | s as u64, w & part.fp.mask()));
+                    f(part.rest_of(i, w) << SHARD_BITS | s as u64, w & part.fp.mask());
                 }
             }
         }
-        out
     }
 
-    /// Reads what [`Table::save`] wrote, for [`Table::admit_all`] (which
-    /// cuts each to its fingerprint): a caller reads a whole save before it
-    /// admits any of it, so a save that turns out corrupt leaves a table as
-    /// it was.
-    pub(super) fn read_entries(r: &mut Reader<'_>) -> Result<Vec<(u64, u64)>, String> {
+    /// How many entries are marked as changes now.
+    pub(super) fn changed(&self) -> u64 {
+        let marked = |s| {
+            let (part, _held) = self.hold(s);
+            part.changed.as_ref().map_or(0, |c| c.iter().map(|w| w.load(Ordering::Relaxed).count_ones() as u64).sum())
+        };
+        (0..SHARDS).map(marked).sum()
+    }
+
+    /// Reads what [`Table::save`] wrote into a list, for [`Table::admit_all`].
+    pub(super) fn read_entries<'a>(r: &mut impl BodyRead<'a>) -> Result<Vec<(u64, u64)>, String> {
+        let stored = Stored::read(r)?;
+        let mut out = Vec::new();
+        stored.each(&mut |fp, m| {
+            out.push((fp, m));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+}
+
+/// A list of entries asked for with what to do with each, which may stop
+/// it with an error ([`Table::admit_listed`]).
+type Listing<'f> = dyn FnMut(&mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> + 'f;
+
+/// The states [`Table::save`] wrote into a save's body, where they lie
+/// (in memory, or in the save's file: see `saved/stream.rs`).
+pub(super) struct Stored<'a> {
+    /// The state of hash 0's mask, kept apart by earlier builds.
+    zero: Option<u64>,
+    pairs: Span<'a>,
+}
+
+impl<'a> Stored<'a> {
+    /// Reads the count and skips the states (read by [`Stored::each`]).
+    pub(super) fn read(r: &mut impl BodyRead<'a>) -> Result<Stored<'a>, String> {
         let n = r.len(16)?;
-        let mut out = Vec::with_capacity(n + 1);
-        let checked = |m: u64| {
+        let zero = if r.u8()? != 0 { Some(r.u64()?) } else { None };
+        Ok(Stored { zero, pairs: r.span(n as u64 * 16)? })
+    }
+
+    /// Calls `f` with each `(fingerprint, mask)`, until it or a mask's
+    /// check fails.
+    fn each(&self, f: &mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> {
+        let mut checked = |fp: u64, m: u64| {
             if m & !ALL_LABELS != 0 {
                 return Err("a visited state asleep on a label past the 16 a scheduling point has".to_string());
             }
-            Ok(m)
+            f(fp, m)
         };
-        if r.u8()? != 0 {
-            out.push((0, checked(r.u64()?)?));
+        if let Some(m) = self.zero {
+            checked(0, m)?;
         }
-        for _ in 0..n {
-            let (k, m) = (r.u64()?, r.u64()?);
-            out.push((k, checked(m)?));
-        }
-        Ok(out)
+        self.pairs.pairs(&mut checked)
     }
 }
 
 /// Writes `entries` as [`Table::save`] writes a table's (and
 /// [`Table::read_entries`] reads them): the count, a 0 (the state of hash 0
 /// apart, as earlier builds wrote it), then each fingerprint and mask.
-pub(super) fn save_entries(w: &mut Writer, entries: &[(u64, u64)]) {
+pub(super) fn save_entries(w: &mut dyn Out, entries: &[(u64, u64)]) {
     w.u64(entries.len() as u64);
     w.u8(0);
     for &(fp, m) in entries {
