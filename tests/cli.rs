@@ -398,25 +398,7 @@ fn check_jobs_reaches_the_states_one_thread_reaches() {
 }
 
 #[test]
-fn bench_rounds_reaches_the_states_of_jobs_in_rounds_among_parties() {
-    let j = bench_json(&[
-        "bench",
-        "rounds",
-        "--policy",
-        "arm64-noasid",
-        "--parties",
-        "2",
-        "--round-ms",
-        "100",
-        "--format",
-        "json",
-    ]);
-    let r = &j.as_array().unwrap()[0];
-    assert_eq!((r["parties"].as_u64(), r["states"].as_u64()), (Some(2), Some(235_782)), "{r}");
-    assert!(r["rounds"].as_u64().unwrap() > 1, "rounds of 100 ms: {r}");
-    assert_bad_input(&["bench", "rounds", "--parties", "0"], "--parties: give party counts of 1 or more");
-    assert_bad_input(&["bench", "rounds", "--round-ms", "0"], "--round-ms 0: give a round's length");
-    assert_bad_input(&["bench", "rounds", "--policy", "nope"], "nope");
+fn bench_sharded_reaches_the_states_of_jobs_among_nodes() {
     // In-process mailboxes, then each node a process of its own over loopback TCP.
     for processes in [false, true] {
         let mut args = vec!["bench", "sharded", "--policy", "arm64-noasid", "--nodes", "2", "--jobs", "2"];

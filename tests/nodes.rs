@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tlbkit_check::run::piped::run_processes;
-use tlbkit_check::run::rounds::{spec_of, spec_token};
+use tlbkit_check::run::shards::{spec_of, spec_token};
 
 /// The command of node `me` of `nodes` of the check `token`, one worker.
 fn node(token: &str, me: usize, nodes: usize) -> Command {

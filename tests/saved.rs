@@ -139,17 +139,17 @@ fn a_save_of_another_build_or_no_save_is_refused_in_one_line() {
 }
 
 #[test]
-fn a_distributed_search_saves_only_sharded_and_resumes_only_a_snapshot_of_one() {
+fn a_distributed_search_resumes_only_a_snapshot_of_one() {
     // Refused before any Python or Ray starts.
     let dir = scratch("ray");
     let d = dir.display().to_string();
     save_two_ops(&d);
-    let mut rounds = SHAPE.to_vec();
-    rounds.extend(["--ray", "127.0.0.1:1", "--checkpoint", d.as_str()]);
-    assert_bad_input(&rounds, "need --ray-search sharded");
     // A save of one machine's search is no snapshot of a sharded one.
-    let resume = ["check", "--resume", d.as_str(), "--ray", "127.0.0.1:1", "--ray-search", "sharded"];
+    let resume = ["check", "--resume", d.as_str(), "--ray", "127.0.0.1:1"];
     assert_bad_input(&resume, "shards.ckpt");
+    // The rounds are gone: `--ray-search` takes `sharded` alone.
+    let rounds = ["check", "--resume", d.as_str(), "--ray", "127.0.0.1:1", "--ray-search", "rounds"];
+    assert_bad_input(&rounds, "the search in rounds is gone");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

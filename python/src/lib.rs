@@ -243,119 +243,14 @@ fn check_json(
 }
 
 /// Resolves the check `what` to one exhaustive shape; returns the text that
-/// names that check to the rounds of a distributed search.
+/// names that check to the nodes of a distributed search.
 #[pyfunction]
 fn check_spec_token(what: CheckWhat) -> PyResult<String> {
     let o = what.options()?;
     let (spec, _) = o.exhaustive_shape(tlbkit_check::error::Param::Ray).map_err(check_error)?;
-    use tlbkit_check::run::rounds;
-    rounds::validate(&spec).map_err(check_error)?;
-    Ok(rounds::spec_token(&spec))
-}
-
-/// The driver's side of a distributed check (`tlbkit_check::run::rounds::Rounds`):
-/// the whole search, split into parts each round and merged back.
-#[pyclass(frozen)]
-struct CheckRounds {
-    token: String,
-    rounds: tlbkit_check::run::rounds::Rounds,
-}
-
-#[pymethods]
-impl CheckRounds {
-    /// The check `token` names, not started.
-    #[new]
-    fn new(token: String) -> PyResult<Self> {
-        use tlbkit_check::run::rounds;
-        let spec = rounds::spec_of(&token).map_err(check_error)?;
-        Ok(CheckRounds { token, rounds: rounds::Rounds::start(spec).map_err(check_error)? })
-    }
-
-    /// The visited set, for a party that starts now.
-    fn visited<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        pyo3::types::PyBytes::new(py, &self.rounds.visited())
-    }
-
-    /// Takes the frontier out, split into at most `parts` parts (bytes each).
-    fn split<'py>(&self, py: Python<'py>, parts: usize) -> Vec<Bound<'py, pyo3::types::PyBytes>> {
-        self.rounds.split(parts).iter().map(|p| pyo3::types::PyBytes::new(py, p)).collect()
-    }
-
-    /// Merges what a party handed back, or a lost party's part as it was handed out.
-    fn merge(&self, body: &[u8]) -> PyResult<()> {
-        self.rounds.merge(body).map_err(check_error)
-    }
-
-    /// `(frontier's subtrees, states, executions)` so far.
-    fn progress(&self) -> (usize, u64, u64) {
-        self.rounds.progress()
-    }
-
-    /// The whole search, which `tlbkit check --ray` makes its report of.
-    fn save<'py>(&self, py: Python<'py>) -> Bound<'py, pyo3::types::PyBytes> {
-        pyo3::types::PyBytes::new(py, &self.rounds.save())
-    }
-
-    /// The report of the finished check, `tlbkit check --format json`'s document.
-    fn report(&self, workers: usize) -> PyResult<String> {
-        let r = self.rounds.report(workers).map_err(check_error)?;
-        serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
-    }
-
-    /// The report of the check a party ended with the violation `found`
-    /// (the token its `run` returned), its execution shrunk here (the GIL
-    /// released): `tlbkit check --format json`'s document.
-    fn report_found(&self, py: Python<'_>, found: String, workers: usize) -> PyResult<String> {
-        use tlbkit_check::run::rounds;
-        let (spec, state) = (rounds::spec_of(&self.token).map_err(check_error)?, self.rounds.save());
-        let r = interruptible(py, move || rounds::round_report(&spec, &state, workers, Some(&found)))?
-            .map_err(check_error)?;
-        serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
-    }
-
-    /// The replay-token header that names the check to its parties.
-    #[getter]
-    fn token(&self) -> String {
-        self.token.clone()
-    }
-}
-
-/// A party of a distributed check (`tlbkit_check::run::rounds::Party`): its
-/// copy of the visited set, kept between rounds; what a Ray actor holds.
-#[pyclass(frozen)]
-struct CheckParty(Arc<tlbkit_check::run::rounds::Party>);
-
-#[pymethods]
-impl CheckParty {
-    /// A party of the check `token` names, from the driver's visited set.
-    #[new]
-    fn new(token: &str, visited: &[u8]) -> PyResult<Self> {
-        use tlbkit_check::run::rounds;
-        let spec = rounds::spec_of(token).map_err(check_error)?;
-        Ok(CheckParty(Arc::new(rounds::Party::new(spec, visited).map_err(check_error)?)))
-    }
-
-    /// Runs one round (the GIL released): takes in `news`, explores `part`
-    /// for at most `budget` executions with `jobs` workers; returns `(body
-    /// to merge, the replay token of a violation found or None, executions
-    /// run)`.
-    #[pyo3(signature = (part, news, budget, jobs=1))]
-    fn run<'py>(
-        &self,
-        py: Python<'py>,
-        part: Vec<u8>,
-        news: Vec<Vec<u8>>,
-        budget: u64,
-        jobs: usize,
-    ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, Option<String>, u64)> {
-        let party = self.0.clone();
-        let (body, found, ran) = interruptible(py, move || {
-            let news: Vec<&[u8]> = news.iter().map(Vec::as_slice).collect();
-            party.run(&part, &news, budget, jobs)
-        })?
-        .map_err(check_error)?;
-        Ok((pyo3::types::PyBytes::new(py, &body), found, ran))
-    }
+    use tlbkit_check::run::shards;
+    shards::validate(&spec).map_err(check_error)?;
+    Ok(shards::spec_token(&spec))
 }
 
 /// A node of a sharded check (`tlbkit_check::run::shards::Shard`): its part
@@ -382,8 +277,8 @@ impl CheckShard {
         parts: Option<Vec<Vec<u8>>>,
         deltas: bool,
     ) -> PyResult<Self> {
-        use tlbkit_check::run::{rounds, shards};
-        let spec = rounds::spec_of(token).map_err(check_error)?;
+        use tlbkit_check::run::shards;
+        let spec = shards::spec_of(token).map_err(check_error)?;
         let shard = match parts {
             None => shards::Shard::start(spec, me, nodes, jobs, deltas),
             Some(parts) => {
@@ -556,8 +451,8 @@ fn check_shards_report<'py>(
     token: &str,
     totals: Vec<Vec<u8>>,
 ) -> PyResult<(String, Bound<'py, pyo3::types::PyBytes>)> {
-    use tlbkit_check::run::{rounds, shards};
-    let spec = rounds::spec_of(token).map_err(check_error)?;
+    use tlbkit_check::run::shards;
+    let spec = shards::spec_of(token).map_err(check_error)?;
     let mut all = Vec::new();
     for t in &totals {
         all.extend(shards::Totals::load(t).map_err(check_error)?);
@@ -615,8 +510,8 @@ fn shards_read_part<'py>(
     generation: u64,
     i: usize,
 ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-    use tlbkit_check::run::{rounds, shards};
-    let spec = rounds::spec_of(token).map_err(check_error)?;
+    use tlbkit_check::run::shards;
+    let spec = shards::spec_of(token).map_err(check_error)?;
     let part = shards::read_part(&dir, generation, i).map_err(check_error)?;
     shards::check_part(&spec, i, &part).map_err(check_error)?;
     Ok(pyo3::types::PyBytes::new(py, &part))
@@ -811,8 +706,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(grid_toml, m)?)?;
     m.add_function(wrap_pyfunction!(run_point, m)?)?;
     m.add_class::<SweepSession>()?;
-    m.add_class::<CheckRounds>()?;
-    m.add_class::<CheckParty>()?;
     m.add_class::<CheckShard>()?;
     m.add_class::<CheckCourier>()?;
     m.add_class::<ShardsWatch>()?;

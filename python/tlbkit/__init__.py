@@ -256,7 +256,7 @@ def check(
     jobs: Optional[int] = None,
     executor: Optional[str] = None,
     address: Optional[str] = None,
-    ray_search: str = "rounds",
+    ray_search: str = "sharded",
     all_violations: bool = False,
     base: Optional[str] = None,
     checkpoint: Optional[str] = None,
@@ -271,24 +271,21 @@ def check(
     an exhaustive search of one shape (``mode="exhaustive"`` or
     ``deep=True``) among Ray actors, one per node of the cluster at
     ``address`` (None: ``RAY_ADDRESS``, else a new local cluster), each with a
-    worker thread per CPU of its node. ``ray_search="rounds"`` (the default):
-    each actor keeps its own copy of the visited set between rounds; each
-    round it explores a part of the frontier and hands back only the states
-    it added, which the others take in with their next parts; an actor lost
-    with its process loses only its round, which is run again.
-    ``ray_search="sharded"``: each state is owned by one actor, which alone
-    holds it; a worker that reaches another's state claims it from its owner
-    and explores it only if the owner admits it, so nothing is explored twice
-    for want of knowledge and each node holds only its part of the visited set; a
-    node lost costs the search since its last snapshot, from which the driver
-    goes on by itself (``checkpoint`` takes them; ``tlbkit check --resume
-    DIR`` goes on from one on any number of nodes); without ``checkpoint``
-    the check stops at the loss. Either way the verdict is the search's on one
-    machine, and so are the states where the policy's visited set does not
-    depend on the order of the search (the guide's "Searches that outgrow one
-    run" names a policy where it does).
+    worker thread per CPU of its node. Each state is owned by one actor,
+    which alone holds it; a worker that reaches another's state claims it
+    from its owner and goes on, the owner's answer narrowing what it
+    explores there, so each node holds only its part of the visited set; a
+    node lost costs the search since its last snapshot, from which the
+    driver goes on by itself (``checkpoint`` takes them; ``tlbkit check
+    --resume DIR`` goes on from one on any number of nodes); without
+    ``checkpoint`` the check stops at the loss. The verdict is the search's
+    on one machine, and so are the states where the policy's visited set
+    does not depend on the order of the search (the guide's "Searches that
+    outgrow one run" names a policy where it does). ``ray_search`` is
+    ``"sharded"``, the only search now (kept so that calls that name it
+    still run).
 
-    With ``ray_search="sharded"``: ``checkpoint`` (a directory) takes a
+    With ``executor="ray"``: ``checkpoint`` (a directory) takes a
     snapshot of the whole search every ``checkpoint_every`` seconds; a node
     whose part of the visited set passes ``max_memory`` bytes, or SIGINT or
     SIGTERM, makes it take one and stop (``RuntimeError``, saying how to go
@@ -337,7 +334,7 @@ def check(
             saving = dict(checkpoint=checkpoint, every_s=checkpoint_every, max_memory=max_memory, resume=resume)
         return _check_result(_ray.check(token, address=address, search=ray_search, **saving))
     if checkpoint is not None or resume or max_memory is not None:
-        raise ValueError("checkpoint, resume and max_memory: only with executor='ray' and ray_search='sharded' "
+        raise ValueError("checkpoint, resume and max_memory: only with executor='ray' "
                          "(a check on this machine saves itself with tlbkit check --checkpoint DIR)")
     return _check_result(_native.check_json(what, iterations, jobs, all_violations, base))
 

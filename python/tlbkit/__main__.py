@@ -4,14 +4,13 @@ the CLI's sweep, with ``--ray`` to run it as Ray tasks on a cluster (the
 as the CLI's: 0, 2 for bad input or failed runs, 3 if a run found violations.
 
 ``python -m tlbkit check-ray TOKEN --state-out FILE [--ray ADDRESS] [--search
-sharded|rounds] [--checkpoint DIR [--checkpoint-every S] [--max-memory BYTES]
-[--resume]] [--nodes K]``: the driver of a distributed exhaustive check, for ``tlbkit
-check --ray`` (which makes the report from what is written to FILE: the nodes'
-totals of a sharded check, a violation's token among them, or the rounds'
-state); exit 3 when a node found a violation (with rounds, its token is
-written beside FILE, with the suffix ``.found``; the binary shrinks it to its
-counterexample either way); exit 2 when a sharded search stopped after a
-snapshot (its memory cap) or lost a node, saying how to resume."""
+sharded] [--checkpoint DIR [--checkpoint-every S] [--max-memory BYTES]
+[--resume]] [--nodes K]``: the driver of a distributed exhaustive check, its
+visited set sharded among the nodes, for ``tlbkit check --ray`` (which makes
+the report from what is written to FILE: the nodes' totals, a violation's
+token among them); exit 3 when a node found a violation (the binary shrinks
+it to its counterexample); exit 2 when the search stopped after a snapshot
+(its memory cap) or lost a node, saying how to resume."""
 
 import argparse
 import sys
@@ -33,15 +32,15 @@ def main(argv=None) -> int:
     c.add_argument("token", help="the check, as tlbkit check --ray names it")
     c.add_argument("--state-out", required=True, help="where to write the final state")
     c.add_argument("--ray", metavar="ADDRESS", default=None, help="the cluster (default: RAY_ADDRESS, else a local one)")
-    c.add_argument("--search", choices=["rounds", "sharded"], default="rounds",
-                   help="the visited set copied to each node, in rounds (default), or sharded among them")
-    c.add_argument("--checkpoint", metavar="DIR", help="sharded: take snapshots of the search in DIR")
+    c.add_argument("--search", choices=["sharded"], default="sharded",
+                   help="the visited set sharded among the nodes (the only search)")
+    c.add_argument("--checkpoint", metavar="DIR", help="take snapshots of the search in DIR")
     c.add_argument("--checkpoint-every", type=float, default=60.0, metavar="SECONDS",
-                   help="sharded: seconds between snapshots (default 60)")
+                   help="seconds between snapshots (default 60)")
     c.add_argument("--max-memory", type=int, metavar="BYTES",
-                   help="sharded: a node's part of the visited set past BYTES saves the search and stops it")
-    c.add_argument("--resume", action="store_true", help="sharded: go on from the snapshot in --checkpoint's DIR")
-    c.add_argument("--nodes", type=int, help="sharded: use the first NODES nodes of the cluster (default: all)")
+                   help="a node's part of the visited set past BYTES saves the search and stops it")
+    c.add_argument("--resume", action="store_true", help="go on from the snapshot in --checkpoint's DIR")
+    c.add_argument("--nodes", type=int, help="use the first NODES nodes of the cluster (default: all)")
     a = p.parse_args(argv)
     if a.cmd == "check-ray":
         from tlbkit import _ray
@@ -58,7 +57,7 @@ def main(argv=None) -> int:
             print(f"tlbkit: {e}", file=sys.stderr)
             return 2
         except (ValueError, RuntimeError) as e:
-            # Bad input, or a sharded search that lost a node.
+            # Bad input, or a search that lost a node.
             print(f"tlbkit: error: {e}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:

@@ -8,10 +8,8 @@ killing the driver loses only the runs in flight and a second sweep runs only
 what the file lacks. Once complete, the file is put in grid order: the same
 bytes as a sweep on host threads.
 
-Exhaustive checks (``check`` below): the search in rounds among actors that
-each keep a whole copy of the visited set (``check_rounds``, the default), or,
-with ``search="sharded"``, the visited set sharded among Ray actors, one per
-node, each owning part of it and running its own workers and sending its
+Exhaustive checks (``check`` below): the visited set sharded among Ray
+actors, one per node, each owning part of it and running its own workers and sending its
 messages (claims of states another node owns, its answers, subtrees given
 to a node whose workers wait) straight to the others over TCP, this driver
 polling them, giving work to nodes that wait and seeing the end.
@@ -19,7 +17,6 @@ polling them, giving work to nodes that wait and seeing the end.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import NamedTuple, Optional
 
@@ -80,37 +77,6 @@ def run(session, bar, address: Optional[str] = None, in_flight: Optional[int] = 
     finally:
         if started_here:
             ray.shutdown()
-
-
-class _Party:
-    """A Ray actor of a distributed check, one per node: that node's copy of
-    the visited set, kept between rounds (``tlbkit_check::run::rounds::Party``),
-    explored with one worker thread per CPU of the node."""
-
-    def __init__(self, token: str, visited: bytes, jobs: int):
-        from tlbkit import _native
-
-        self.party = _native.CheckParty(token, visited)
-        self.jobs = jobs
-
-    def run(self, part: bytes, budget: int, *news: bytes):
-        """One round: ``news`` taken in, ``part`` explored for at most
-        ``budget`` executions; ``(body to merge, the replay token of a
-        violation found or None, executions, seconds)``."""
-        import time
-
-        t = time.perf_counter()
-        body, found, ran = self.party.run(part, list(news), budget, self.jobs)
-        return body, found, ran, time.perf_counter() - t
-
-
-class _Member:
-    """The driver's record of an actor: its node's CPUs, its budget of
-    executions a round, and what the others handed back since its last round
-    (references into the object store)."""
-
-    def __init__(self, actor, cpus: int, budget: int):
-        self.actor, self.cpus, self.budget, self.news = actor, cpus, budget, []
 
 
 def _nodes(ray) -> dict:
@@ -202,18 +168,16 @@ def _get(ray, refs):
 
 
 def check(token: str, address: Optional[str] = None, state_out: Optional[str] = None,
-          search: str = "rounds", pause_s: float = 0.0005, **saving) -> str:
+          search: str = "sharded", pause_s: float = 0.0005, **saving) -> str:
     """Runs the exhaustive check ``token`` names on the Ray cluster at
-    ``address``: with ``search="rounds"`` (the default), ``check_rounds``;
-    with ``"sharded"``, ``check_sharded`` (which alone takes ``saving``'s
-    keywords: ``checkpoint``, ``every_s``, ``max_memory``, ``resume``,
-    ``nodes``). Returns the report (JSON)."""
-    if search == "rounds":
-        if saving:
-            raise ValueError(f"{', '.join(sorted(saving))}: only for a sharded search (search='sharded')")
-        return check_rounds(token, address=address, state_out=state_out)
+    ``address``: ``check_sharded`` (with ``saving``'s keywords:
+    ``checkpoint``, ``every_s``, ``max_memory``, ``resume``, ``nodes``).
+    ``search`` is ``"sharded"``, the only search now (the rounds, where each
+    node kept a whole copy of the visited set, are gone). Returns the report
+    (JSON)."""
     if search != "sharded":
-        raise ValueError(f"search {search!r}: give 'sharded' or 'rounds'")
+        raise ValueError(f"search {search!r}: the only search is 'sharded' (the rounds, where each node kept a whole "
+                         "copy of the visited set, are gone)")
     return check_sharded(token, address=address, state_out=state_out, pause_s=pause_s, **saving)
 
 
@@ -418,7 +382,7 @@ class _Saving:
         if not self.taken:
             return "no snapshot was taken yet: run the check again"
         return (f"{self.directory} holds the search as its last snapshot left it: go on with "
-                f"tlbkit check --resume {self.directory} --ray ADDRESS --ray-search sharded")
+                f"tlbkit check --resume {self.directory} --ray ADDRESS")
 
 
 class _Signals:
@@ -523,115 +487,10 @@ class _Carrier:
     def _why(saving: _Saving, pumped, signalled: bool) -> str:
         """Why a search that took its last snapshot stopped, and how to go on."""
         states = sum(p.states for p in pumped)
-        go_on = f"tlbkit check --resume {saving.directory} --ray ADDRESS --ray-search sharded"
+        go_on = f"tlbkit check --resume {saving.directory} --ray ADDRESS"
         if signalled:
             return f"interrupted after {states} states: the search is saved in {saving.directory}; go on with {go_on}"
         most = max(range(len(pumped)), key=lambda i: pumped[i].bytes)
         return (f"node {most}'s part of the visited set takes {pumped[most].bytes >> 20} MiB, past the cap of "
                 f"{saving.max_memory >> 20} MiB, after {states} states: the search is saved in {saving.directory}; "
                 f"go on with more nodes or a higher cap: {go_on} --max-memory SIZE")
-
-
-def check_rounds(token: str, address: Optional[str] = None, budget: Optional[int] = None,
-                 state_out: Optional[str] = None, round_s: float = 1.0) -> str:
-    """Runs the exhaustive check ``token`` names in rounds among Ray actors
-    (``tlbkit_check::run::rounds``), one per node of the cluster with a
-    worker thread per CPU of its node, so that the threads of a node share
-    one visited set: each round the frontier is split among the actors; each
-    explores its part with its own copy of the visited set for a budget of
-    executions (``budget``, else as many as the last round ran in about
-    ``round_s`` seconds) and hands back what is left of its part and only
-    the states it added or narrowed; those are merged into the driver's
-    whole search and handed to the other actors with their next parts.
-    Nodes that join the cluster get an actor at the next round. Returns the
-    report (JSON).
-
-    An actor lost with its process loses its round alone: its part goes back
-    to the frontier as it was handed out, and a new actor starts on its node
-    (if the node is still there) from the driver's visited set. An actor that
-    finds a violation ends the rounds (the others are stopped): its violating
-    execution is run again on this machine and shrunk to the counterexample
-    (never searched for again). ``state_out``: where to write the search, when
-    it is finished or stopped at a violation, for the ``tlbkit`` binary (which
-    makes the report itself); with a violation, its token goes beside it, in
-    ``state_out`` with the suffix ``.found``."""
-    from tlbkit import _native
-
-    ray, RayActorError, NodeAffinitySchedulingStrategy = _ray()
-    started_here = _connect(ray, address)
-    Party = ray.remote(max_restarts=0, max_task_retries=0)(_Party)
-    parties = {}  # node id -> _Member
-    try:
-        search = _native.CheckRounds(token)
-
-        def join(nodes):
-            for node, cpus in nodes.items():
-                if node not in parties:
-                    on_node = NodeAffinitySchedulingStrategy(node, soft=False)
-                    actor = Party.options(num_cpus=cpus, scheduling_strategy=on_node).remote(
-                        token, search.visited(), cpus)
-                    parties[node] = _Member(actor, cpus, budget or 20000 * cpus)
-
-        join(_nodes(ray))
-        if not parties:
-            raise ValueError("the Ray cluster has no node with a CPU")
-        while True:
-            frontier, _states, _executions = search.progress()
-            if frontier == 0:
-                if state_out is not None:
-                    with open(state_out, "wb") as f:
-                        f.write(search.save())
-                return search.report(sum(m.cpus for m in parties.values()))
-            order = list(parties)
-            calls = {}
-            for node, part in zip(order, search.split(len(order))):
-                m = parties[node]
-                calls[m.actor.run.remote(part, m.budget, *m.news)] = (node, part)
-                m.news = []
-            backs, lost = {}, []
-            while calls:
-                # A timeout, so that Ctrl-C reaches the driver while it waits.
-                ready, _ = ray.wait(list(calls), num_returns=1, timeout=0.5)
-                for ref in ready:
-                    node, part = calls.pop(ref)
-                    try:
-                        body, found, executions, seconds = ray.get(ref)
-                    except RayActorError:
-                        # Lost with its process: its part goes back as it was handed out.
-                        search.merge(part)
-                        lost.append(node)
-                        continue
-                    if found:
-                        # A violation: the other actors stop; its execution
-                        # is shrunk here.
-                        workers = sum(m.cpus for m in parties.values())
-                        if state_out is not None:
-                            with open(state_out, "wb") as f:
-                                f.write(search.save())
-                            with open(os.path.splitext(state_out)[0] + ".found", "w") as f:
-                                f.write(found)
-                        return search.report_found(found, workers)
-                    search.merge(body)
-                    backs[node] = ray.put(body)
-                    if budget is None and seconds > 0:
-                        # Rounds of about round_s seconds: long enough that
-                        # the driver's merging is small beside them, short
-                        # enough that the actors seldom explore the same new
-                        # states.
-                        parties[node].budget = max(1000, int(executions / seconds * round_s))
-            for node in lost:
-                del parties[node]
-            for node, ref in backs.items():
-                for other, m in parties.items():
-                    if other != node:
-                        m.news.append(ref)
-            # New nodes, and the nodes of lost actors, get an actor that
-            # starts from the whole visited set.
-            join(_nodes(ray))
-            if not parties:
-                raise RuntimeError("every node of the Ray cluster was lost")
-    finally:
-        for m in parties.values():
-            ray.kill(m.actor)
-        if started_here:
-            ray.shutdown()

@@ -392,58 +392,56 @@ impl Live {
 struct RayArgs {
     /// Exhaustive mode: run the search among Ray actors on the cluster at
     /// ADDRESS (empty: RAY_ADDRESS, else a new local cluster), one per node
-    /// with a worker per CPU (see --ray-search), through tlbkit's Python package (`pip install
+    /// with a worker per CPU, through tlbkit's Python package (`pip install
     /// './python[ray]'`; $TLBKIT_PYTHON names the interpreter, default
-    /// python3). The verdict and the states are those of the search on one
-    /// machine. With --ray-search sharded, --checkpoint DIR takes snapshots
-    /// of the whole search (DIR on the driver's machine), --max-memory caps
-    /// each node's part of the visited set, and --resume DIR goes on from
-    /// the last snapshot on any number of nodes.
+    /// python3): each state is held by the one node that owns it, and the
+    /// nodes send each other their claims and answers. The verdict and the
+    /// states are those of the search on one machine. --checkpoint DIR
+    /// takes snapshots of the whole search (DIR on the driver's machine),
+    /// --max-memory caps each node's part of the visited set, and --resume
+    /// DIR goes on from the last snapshot on any number of nodes.
     #[arg(long, value_name = "ADDRESS", num_args = 0..=1, default_missing_value = "")]
     ray: Option<String>,
-    /// With --ray: `rounds`, every node keeps a whole copy of the visited
-    /// set, which the driver merges each round; `sharded`, each state is held
-    /// by the one node that owns it, and the driver carries claims and
-    /// answers between the nodes.
-    #[arg(long, value_enum, default_value_t = RaySearch::Rounds, requires = "ray")]
+    /// With --ray: how the nodes share the visited set; `sharded` (each
+    /// state owned by one node) is the only way now, kept as a flag so that
+    /// commands that name it still run.
+    #[arg(long, value_enum, default_value_t = RaySearch::Sharded, requires = "ray")]
     ray_search: RaySearch,
 }
 
 /// How `--ray` shares the visited set among the nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum RaySearch {
-    /// A copy at every node, merged in rounds (`tlbkit_check::run::rounds`).
-    Rounds,
     /// Each state owned by one node (`tlbkit_check::run::shards`).
     Sharded,
+    /// The search in rounds, which is gone: refused with a line that says so.
+    #[value(hide = true)]
+    Rounds,
 }
 
 /// `tlbkit check --ray ADDRESS`: an exhaustive search of one shape among Ray
-/// actors, its visited set sharded among them (`tlbkit_check::run::shards`)
-/// or copied to each in rounds (`tlbkit_check::run::rounds`), driven by the
-/// Python package's `python -m tlbkit check-ray`; the report is made here
-/// from what the driver wrote.
+/// actors, its visited set sharded among them (`tlbkit_check::run::shards`),
+/// driven by the Python package's `python -m tlbkit check-ray`; the report
+/// is made here from the nodes' totals the driver wrote.
 fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
-    use tlbkit_check::run::{rounds, shards};
-    let search = match a.ray.ray_search {
-        RaySearch::Sharded => "sharded",
-        RaySearch::Rounds => "rounds",
-    };
+    use tlbkit_check::run::shards;
+    if a.ray.ray_search == RaySearch::Rounds {
+        return Err("--ray-search rounds: the search in rounds is gone (each node kept a whole copy of the visited \
+                    set); --ray runs the sharded search: leave --ray-search out"
+            .into());
+    }
     let (format, verbose, address) = (a.format, a.verbose, a.ray.ray.clone().unwrap_or_default());
     let persist = save(&a.save)?;
-    if persist.is_some() && a.ray.ray_search == RaySearch::Rounds {
-        return Err("--checkpoint, --resume and --max-memory with --ray need --ray-search sharded".into());
-    }
     let token = match persist.as_ref().filter(|p| p.resume) {
         Some(p) => shards::read_snapshot(&p.dir)?.token,
-        None => rounds::spec_token(&options(a)?.exhaustive_shape(tlbkit_registry::param::Param::Ray)?.0),
+        None => shards::spec_token(&options(a)?.exhaustive_shape(tlbkit_registry::param::Param::Ray)?.0),
     };
-    let spec = rounds::spec_of(&token)?;
-    rounds::validate(&spec)?;
+    let spec = shards::spec_of(&token)?;
+    shards::validate(&spec)?;
     let state = std::env::temp_dir().join(format!("tlbkit-ray-{}.state", std::process::id()));
     let python = std::env::var("TLBKIT_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut cmd = std::process::Command::new(&python);
-    cmd.args(["-m", "tlbkit", "check-ray", &token, "--search", search, "--state-out"]).arg(&state);
+    cmd.args(["-m", "tlbkit", "check-ray", &token, "--state-out"]).arg(&state);
     if !address.is_empty() {
         cmd.args(["--ray", &address]);
     }
@@ -465,25 +463,12 @@ fn check_on_ray(a: CheckArgs) -> Result<u8, CliError> {
         run_driver(cmd, persist.is_some()).map_err(|e| CliError::from(format!("--ray: cannot run {python}: {e}")))?;
     let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| CliError::from(format!("--ray: {e}")));
     let r = match status.code() {
-        // The nodes' totals of a sharded check (a violation's token among
-        // them: shrunk here, never searched for again), or the rounds' state.
-        Some(code @ (0 | 3)) => {
+        // The nodes' totals (a violation's token among them: shrunk here,
+        // never searched for again).
+        Some(0 | 3) => {
             let body = read(&state);
             let _ = std::fs::remove_file(&state);
-            let body = body?;
-            if shards::Totals::is_save(&body) {
-                shards::report_from_save(&spec, &body)?
-            } else if code == 0 {
-                rounds::round_report(&spec, &body, 0, None)?
-            } else {
-                // A party of the rounds found a violation: its token is
-                // beside the search so far.
-                let found = state.with_extension("found");
-                let token = read(&found);
-                let _ = std::fs::remove_file(&found);
-                let token = String::from_utf8(token?).map_err(|_| CliError::from("--ray: the violation's token"))?;
-                rounds::round_report(&spec, &body, 0, Some(token.trim()))?
-            }
+            shards::report_from_save(&spec, &body?)?
         }
         Some(1) => {
             return Err(format!(

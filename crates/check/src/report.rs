@@ -96,8 +96,8 @@ pub struct Kept {
     /// 0.001 up.
     pub collisions_expected: f64,
     /// The bytes its visited set's slots took at the end: the workers'
-    /// shared table, or the rounds' driver's whole copy (absent for a
-    /// sharded search, whose nodes each hold a part). `--max-memory` caps
+    /// shared table (absent for a sharded search, whose nodes each hold a
+    /// part). `--max-memory` caps
     /// the workers' table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub visited_bytes: Option<u64>,

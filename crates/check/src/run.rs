@@ -439,21 +439,6 @@ fn replayed<P: Policy>(
     (out, cx)
 }
 
-/// A distributed exhaustive check, in rounds among parties (see
-/// [`search::rounds`]): a driver (the Python package's Ray executor) keeps
-/// the whole search in a [`Rounds`](rounds::Rounds), each party (a Ray actor, on any machine
-/// with this build) its copy of the visited set in a [`Party`](rounds::Party). Each round
-/// the driver splits the frontier ([`Rounds::split`](rounds::Rounds::split)), each party runs its
-/// part ([`Party::run`](rounds::Party::run)) and the driver merges what comes back
-/// ([`Rounds::merge`](rounds::Rounds::merge)); once the frontier is empty, [`Rounds::report`](rounds::Rounds::report) (or
-/// [`round_report`](rounds::round_report) of its [`Rounds::save`](rounds::Rounds::save)) is the verdict and the states of
-/// the check on one machine. A party that finds a violation returns its
-/// execution's replay token; the driver runs that execution again and
-/// shrinks it ([`Rounds::report_found`](rounds::Rounds::report_found), [`round_report`](rounds::round_report)), as
-/// [`check_exhaustive_jobs`] does with its worker's: the violation is never
-/// searched for again.
-pub mod rounds;
-
 /// An exhaustive check sharded among processes (`tlbkit check --ray`): each
 /// [`Shard`](shards::Shard) a node that owns part of the visited set and
 /// runs its own workers, the nodes' messages carried between them by the

@@ -42,7 +42,6 @@ mod portfolio;
 mod reclaim;
 mod reduction;
 mod renaming;
-mod rounds;
 mod shapes;
 mod sharded;
 mod zoo;

@@ -265,7 +265,7 @@ fn snapshots_after_the_first_are_deltas_that_resume_as_whole_ones() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let start: Vec<Shard> = (0..2).map(|me| Shard::start(s.clone(), me, 2, 2, true).unwrap()).collect();
-    let (mut generation, token) = (0u64, tlbkit_check::run::rounds::spec_token(&s));
+    let (mut generation, token) = (0u64, tlbkit_check::run::shards::spec_token(&s));
     let mut sizes = (0, 0);
     let mut take = |shards: &[Shard]| {
         generation += 1;

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tlbkit_check::kernel::MAX_PAGES;
 use tlbkit_check::shape::Memory;
 use tlbkit_check::spec::default_asids;
+use tlbkit_check::CheckSpec;
 use tlbkit_registry::Era;
 
 /// `tlbkit bench check`'s flags.
@@ -412,6 +413,22 @@ pub fn run(a: CheckArgs) -> Result<u8, CliError> {
 /// The exit code: 1 when a check failed (its row says so), 0 otherwise.
 fn failed(rows: &[Row]) -> u8 {
     u8::from(rows.iter().any(|r| r.error.is_some()))
+}
+
+/// The exhaustive check of `policy` at the standard bounds (`bench check`'s).
+pub(super) fn standard_spec(policy: &str) -> Result<CheckSpec, CliError> {
+    let o = tlbkit_check::options::Options {
+        policy: policy.to_string(),
+        cpus: Some(CPUS),
+        mms: Some(MMS),
+        pages: Some(PAGES),
+        asids: Some(asids(policy)),
+        ops: Some(OPS),
+        mode: Some("exhaustive".into()),
+        ..Default::default()
+    };
+    let (spec, _) = o.resolve()?;
+    Ok(spec)
 }
 
 #[cfg(test)]

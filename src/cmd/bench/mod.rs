@@ -2,9 +2,9 @@
 //! only their own flags: `bench sim` times the simulator on a fixed workload
 //! ([`sim`]), `bench scale` on the scale workloads at each CPU count
 //! ([`scale`]), `bench check` times the checker at the standard bounds
-//! ([`check`]), and `bench rounds` the search in rounds that `check --ray`
-//! runs, against one process's workers ([`rounds`]), and `bench sharded` the
-//! search with its visited set sharded among nodes ([`sharded`]).
+//! ([`check`]), and `bench sharded` the search with its visited set sharded
+//! among nodes that `check --ray` runs, against one process's workers
+//! ([`sharded`]).
 //!
 //! The spellings from before the subcommands keep working, because other tools
 //! and older builds use them: `tlbkit bench` with no subcommand is `bench sim`
@@ -14,7 +14,6 @@
 //! and `bench check` through flags hidden from `--help` ([`Legacy`]).
 
 pub mod check;
-pub mod rounds;
 pub mod scale;
 pub mod sharded;
 pub mod sim;
@@ -52,10 +51,6 @@ enum BenchCmd {
     /// PCIDs per CPU on FreeBSD x86 / 6 PCID slots on Linux x86, 6 operations),
     /// each in a child process, with states, seconds and peak memory.
     Check(check::CheckArgs),
-    /// Time the search in rounds that `check --ray` runs, among in-process
-    /// parties (a thread and a visited set each), against `check --jobs` with
-    /// as many workers, at a policy's standard bounds.
-    Rounds(rounds::RoundsArgs),
     /// Time the search with its visited set sharded among in-process nodes
     /// (each state one owner's; claims and answers between nodes, with an
     /// injected latency), against `check --jobs` with as many workers, at a
@@ -113,7 +108,6 @@ pub fn bench(a: BenchArgs) -> Result<u8, CliError> {
         Some(BenchCmd::Sim(s)) => sim::run(s),
         Some(BenchCmd::Scale(s)) => scale::run(s),
         Some(BenchCmd::Check(c)) => check::run(c),
-        Some(BenchCmd::Rounds(r)) => rounds::run(r),
         Some(BenchCmd::Sharded(s)) => sharded::run(s),
         None => {
             let Legacy { cpus, workloads, sets, policy, check, pages, jobs, limit_s, memory } = a.legacy;

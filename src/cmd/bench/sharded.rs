@@ -116,7 +116,7 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
         Some(j) => j,
         None => std::thread::available_parallelism().map_or(1, usize::from),
     };
-    let spec = super::rounds::standard_spec(&a.policy)?;
+    let spec = super::check::standard_spec(&a.policy)?;
     // Over TCP each of n nodes has --jobs / n workers (at least one); in
     // process, --jobs are dealt round the nodes (at least one each).
     let per_node = |n: usize| (jobs / n).max(1);
@@ -278,7 +278,7 @@ fn node_command(spec: &tlbkit_check::CheckSpec, me: usize, nodes: usize, jobs: u
     // Where this binary cannot be found, "tlbkit" on the PATH.
     let exe = std::env::current_exe().unwrap_or_else(|_| "tlbkit".into());
     let mut c = std::process::Command::new(exe);
-    let token = tlbkit_check::run::rounds::spec_token(spec);
+    let token = tlbkit_check::run::shards::spec_token(spec);
     c.args(["shard-node", "--token", &token]);
     c.args(["--me", &me.to_string(), "--nodes", &nodes.to_string(), "--jobs", &jobs.to_string()]);
     c
@@ -305,7 +305,7 @@ pub struct NodeArgs {
 /// Runs `tlbkit shard-node`: serves one node on its standard input and
 /// output (`tlbkit_check::run::piped::serve`).
 pub fn node(a: NodeArgs) -> Result<u8, CliError> {
-    let spec = tlbkit_check::run::rounds::spec_of(&a.token)?;
+    let spec = tlbkit_check::run::shards::spec_of(&a.token)?;
     if a.nodes == 0 || a.nodes > MAX_NODES || a.me >= a.nodes || a.jobs == 0 {
         return Err(format!(
             "shard-node: node {} of {} with {} workers: give --nodes 1 to {MAX_NODES}, --me below it, --jobs 1 or more",

@@ -29,10 +29,73 @@
 //! [`Shard::resume`](shards::Shard::resume) takes every part of it, on any
 //! number of nodes, as it takes whole ones.
 
-use super::rounds::{report_of, token_of, validate};
 use super::*;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+/// Returns the text that names the exhaustive check `spec` to the
+/// nodes (its replay token's header).
+pub fn spec_token(spec: &CheckSpec) -> String {
+    encode(spec, &[])
+}
+
+/// Returns the exhaustive check [`spec_token`] named.
+pub fn spec_of(token: &str) -> Result<CheckSpec, Error> {
+    let (spec, _) = decode(token)?;
+    Ok(CheckSpec { mode: Mode::Exhaustive, iterations: u64::MAX, ..spec })
+}
+
+/// Checks that `spec` is an exhaustive check whose policy builds.
+pub fn validate(spec: &CheckSpec) -> Result<(), Error> {
+    if spec.mode != Mode::Exhaustive {
+        return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
+    }
+    shape(spec)?;
+    validate_build(spec)
+}
+
+/// The replay token of an execution a worker of a distributed check ran
+/// (as it ran, not shrunk: where the report is made shrinks it).
+fn token_of(spec: &CheckSpec, out: &search::Outcome) -> String {
+    encode(spec, &out.choices.iter().map(|c| c.taken).collect::<Vec<_>>())
+}
+
+/// The report of a distributed check: its nodes' `stats` and the most of
+/// each of their counters `c`, ended by the violation whose token a node
+/// returned (`found`: its execution run again here and shrunk, never
+/// searched for again) if one did.
+fn report_of(
+    spec: &CheckSpec,
+    stats: Stats,
+    c: &[u64],
+    workers: usize,
+    found: Option<&str>,
+) -> Result<CheckReport, Error> {
+    let counterexample = match found {
+        Some(token) => {
+            let (of, choices) = decode(token)?;
+            if encode(&of, &[]) != encode(spec, &[]) {
+                return Err(Error::BadToken {
+                    shown: token.chars().take(120).collect(),
+                    why: "it names another check than the distributed one".into(),
+                });
+            }
+            let shape = shape(spec)?;
+            Some(with_spec_policy(spec, FromPath { spec, shape: &shape, found: Found::Choices(choices) })?)
+        }
+        None => None,
+    };
+    if stats.executions == 0 && counterexample.is_none() {
+        return Err(Error::NoExecution);
+    }
+    if c[0] == 0 && counterexample.is_none() {
+        return Err(Error::NothingStarted { menu: crate::ops::OpKind::names(spec.menu), mms: spec.mms });
+    }
+    let reached = Reached { rollovers: c[1] as u32, initiators: c[2] as u32 };
+    let mut r = super::report(spec, spec.mode.name(), stats, reached, counterexample);
+    r.explored.workers = workers;
+    Ok(r)
+}
 
 /// What a node's workers return.
 type Ran = Result<(Stats, Option<search::Outcome>), Error>;
@@ -255,7 +318,7 @@ fn part_file(generation: u64, i: usize) -> String {
 
 /// This build and the check `spec`: what a snapshot's files are bound to.
 fn identity(spec: &CheckSpec) -> String {
-    format!("{} {}", search::saved::module_id(), super::rounds::spec_token(spec))
+    format!("{} {}", search::saved::module_id(), spec_token(spec))
 }
 
 fn invalid(problem: String) -> Error {
@@ -276,7 +339,7 @@ pub fn check_part<'a>(spec: &CheckSpec, i: usize, bytes: &'a [u8]) -> Result<&'a
 /// A snapshot as `shards.ckpt` names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
-    /// The check, as [`super::rounds::spec_token`] writes it.
+    /// The check, as [`spec_token`] writes it.
     pub token: String,
     /// Its generation (each snapshot of a search one more).
     pub generation: u64,
@@ -354,7 +417,7 @@ pub fn read_snapshot(dir: &std::path::Path) -> Result<Snapshot, Error> {
     if !r.done() || parts == 0 || parts > search::MAX_NODES as u64 || base > generation {
         return Err(unreadable(format!("{parts} parts of generation {generation} on base {base}")));
     }
-    super::rounds::spec_of(&token).map_err(|_| unreadable("it names no check this tlbkit can run".into()))?;
+    spec_of(&token).map_err(|_| unreadable("it names no check this tlbkit can run".into()))?;
     Ok(Snapshot { token, generation, parts: parts as usize, base })
 }
 

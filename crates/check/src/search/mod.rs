@@ -24,7 +24,7 @@ mod table;
 
 pub use dfs::{with_checkpoints, with_local_steps, with_reduction, with_renaming};
 pub use exhaustive::exhaustive;
-pub use parallel::{exhaustive_parallel, exhaustive_saving, rounds, Worker};
+pub use parallel::{exhaustive_parallel, exhaustive_saving, Worker};
 pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;
@@ -351,8 +351,8 @@ pub struct Stats {
     /// state space; random/PCT: every iteration asked for).
     pub complete: bool,
     /// The bytes the visited set's slots took at the end, in exhaustive
-    /// mode: the workers' shared table, or the rounds' driver's whole copy
-    /// (0 otherwise, and for a sharded search, whose nodes each hold a part).
+    /// mode: the workers' shared table (0 otherwise, and for a sharded
+    /// search, whose nodes each hold a part).
     pub visited_bytes: u64,
 }
 

@@ -3,7 +3,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, BodyRead, Out, Reader, Saving, Stopped, Writer};
-use super::table::{save_entries, Fingerprints, Stored, Table, Visitor};
+use super::table::{Fingerprints, Stored, Table, Visitor};
 use super::{recycle_choices, Choice, ChoiceKind, Chooser, Foot, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -167,9 +167,6 @@ struct Shared {
     max_bytes: u64,
     /// Set (to the bytes needed) when the visited set would pass `max_bytes`.
     over: AtomicU64,
-    /// A party's round of a distributed search ends at this many
-    /// executions, every subtree put back (see [`rounds`]).
-    budget: AtomicU64,
     /// Workers waiting for work: only while one does do the others look at
     /// the queue after each execution to give some away.
     hungry: std::sync::atomic::AtomicUsize,
@@ -192,7 +189,6 @@ impl Shared {
             max_bytes,
             // The table's first slots count too: a cap below them stops the search at once.
             over: if table_bytes > max_bytes { table_bytes } else { 0 }.into(),
-            budget: u64::MAX.into(),
             hungry: 0.into(),
         }
     }
@@ -201,20 +197,6 @@ impl Shared {
     /// (its states to be kept as `fp` says).
     fn fresh(fp: Fingerprints, max_bytes: u64) -> Shared {
         Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::new(fp), max_bytes)
-    }
-
-    /// Adds the visited states `stored` (of another party's body: a state
-    /// both hold keeps what both left unexplored), counting what the table
-    /// grew by; no worker may be running. A state that cannot be read
-    /// leaves the table as it was.
-    fn admit_stored(&self, stored: &[Stored<'_>]) -> Result<(), String> {
-        let grew = self.visited.admit_stored(stored)?;
-        self.table_bytes.fetch_add(grew, Relaxed);
-        Ok(())
-    }
-
-    fn over_budget(&self) -> bool {
-        self.executions.load(Relaxed) >= self.budget.load(Relaxed)
     }
 
     fn visit(&self, me: &mut Visitor<'_>, state: u64, asleep: u64) -> Option<u64> {
@@ -248,7 +230,7 @@ impl Shared {
 
     /// Writes `counts` (as [`Shared::counts`] gives them), the caller's
     /// counters, `visited` (none: an empty visited set) and `work` for the
-    /// queue: the layout [`Shared::load`] reads.
+    /// queue: the layout [`Shared::load_with`] reads.
     fn write_body(
         w: &mut dyn Out,
         counts: [u64; 3],
@@ -288,18 +270,8 @@ impl Shared {
         Ok(Body { counts, extra, visited, work })
     }
 
-    /// [`Shared::read_body`] of a body in memory.
-    fn read_bytes(body: &[u8], extra: usize) -> Result<Body<'_>, String> {
-        Shared::read_body(&mut Reader::new(body), extra)
-    }
-
-    /// Reads what [`Shared::save`] wrote into a search that goes on from it.
-    fn load(body: &[u8], extra: &[AtomicU64], fp: Fingerprints, max_bytes: u64) -> Result<Shared, String> {
-        Shared::load_with(&mut Reader::new(body), &mut [], extra, fp, max_bytes)
-    }
-
-    /// [`Shared::load`] of a whole save's `body` followed by `deltas` (see
-    /// `saved.rs`): the search as it was at the last delta.
+    /// Reads what [`Shared::save`] wrote (a whole save's `body`) followed by
+    /// `deltas` (see `saved.rs`) into a search that goes on from the last.
     fn load_with<'a, R: BodyRead<'a>>(
         body: &mut R,
         deltas: &mut [R],
@@ -614,10 +586,6 @@ fn take_work(shared: &Shared) -> Option<Subtree> {
             w = shared.wake.wait(w).expect("no worker panicked holding the queue");
             continue;
         }
-        if shared.over_budget() {
-            shared.wake.notify_all();
-            return None;
-        }
         if let Some(root) = w.0.pop() {
             w.1 += 1;
             return Some(root);
@@ -702,7 +670,7 @@ fn explore(
         if shared.stop.load(Relaxed) {
             return;
         }
-        if shared.pause.load(Relaxed) || shared.over_budget() {
+        if shared.pause.load(Relaxed) {
             // Positioned at its next execution: the saved frontier holds it as it is.
             drop(tally);
             shared.work.lock().expect("no worker panicked holding the queue").0.push(t);
@@ -791,198 +759,6 @@ pub(super) fn split_off(t: &mut Subtree) -> Vec<Subtree> {
     given
 }
 
-/// A distributed exhaustive search runs in rounds among *parties* (one per
-/// CPU of a cluster, each a process that lives through the search): each
-/// round, the driver splits the frontier (the subtrees not yet explored)
-/// among the parties; each party explores its part with its own copy of the
-/// visited set for a budget of executions and hands back what is left of its
-/// part and the states its visits inserted or narrowed this round (only
-/// those: the others have the rest); the driver merges them into the whole
-/// visited set (a state two parties reached keeps the transitions both left
-/// unexplored) and the frontier, and hands each party, with its next part,
-/// the states the other parties handed back since its last round. A state two
-/// parties reach in one round is explored by both, so a round does some work
-/// twice; none is lost, so the search reaches the states a search on one
-/// machine reaches. A party lost mid-round loses only its round: its part
-/// goes back to the frontier as it was handed out, and a new party starts
-/// from the driver's visited set. Parts, states and the driver's whole
-/// search travel as save bodies ([`saved`]).
-pub mod rounds {
-    use super::*;
-
-    /// `n` of the caller's counters, at 0.
-    fn zeroed(n: usize) -> Vec<AtomicU64> {
-        (0..n).map(|_| AtomicU64::new(0)).collect()
-    }
-
-    /// Returns the statistics of `body` (complete when its frontier is
-    /// empty; its states kept as `fp` says), its frontier's subtrees, and
-    /// the caller's counters.
-    pub fn stats(body: &[u8], extra: usize, fp: Fingerprints) -> Result<(Stats, usize, Vec<u64>), String> {
-        let e = zeroed(extra);
-        let s = Shared::load(body, &e, fp, u64::MAX)?;
-        Ok(stats_of(&s, &e))
-    }
-
-    fn stats_of(s: &Shared, e: &[AtomicU64]) -> (Stats, usize, Vec<u64>) {
-        let frontier = s.work.lock().expect("unshared").0.len();
-        let stats = Stats {
-            executions: s.executions.load(Relaxed),
-            states: s.visited.len() as u64,
-            pruned: s.pruned.load(Relaxed),
-            max_steps: s.max_steps.load(Relaxed),
-            complete: frontier == 0,
-            visited_bytes: s.visited.bytes(),
-        };
-        (stats, frontier, e.iter().map(|a| a.load(Relaxed)).collect())
-    }
-
-    /// The driver's search: the whole visited set, the frontier, the counts.
-    pub struct Driver {
-        shared: Shared,
-        extra: Vec<AtomicU64>,
-    }
-
-    impl Driver {
-        /// A search that has not started: the root subtree, nothing visited
-        /// (its states to be kept as `fp` says), with `extra` counters of the
-        /// caller's (the most of each is kept).
-        pub fn start(extra: usize, fp: Fingerprints) -> Driver {
-            Driver { shared: Shared::fresh(fp, u64::MAX), extra: zeroed(extra) }
-        }
-
-        /// The whole search, as [`stats`] and a resumed search read it.
-        pub fn save(&self) -> Vec<u8> {
-            let mut w = Writer::default();
-            self.shared.save(&mut w, &self.extra);
-            w.0
-        }
-
-        /// Returns the statistics (complete when the frontier is empty), the
-        /// frontier's subtrees and the caller's counters.
-        pub fn stats(&self) -> (Stats, usize, Vec<u64>) {
-            stats_of(&self.shared, &self.extra)
-        }
-
-        /// The visited set alone, for a party that starts now ([`Replica::new`]).
-        pub fn visited(&self) -> Vec<u8> {
-            let mut w = Writer::default();
-            let mut visited = |w: &mut dyn Out| self.shared.visited.save(w);
-            Shared::write_body(&mut w, [0; 3], &zeroed(self.extra.len()), Some(&mut visited), &[]);
-            w.0
-        }
-
-        /// Takes the frontier out of the search and splits it into at most
-        /// `parts` parts, refining subtrees (their shallowest open choices)
-        /// until there are enough to go round; what the parties hand back
-        /// (or a lost party's part as it is) goes back with [`Driver::merge`].
-        pub fn split(&self, parts: usize) -> Vec<Vec<u8>> {
-            let mut work = std::mem::take(&mut self.shared.work.lock().expect("unshared").0);
-            let mut k = 0;
-            while work.len() < parts && k < work.len() {
-                let more = split_off(&mut work[k]);
-                if more.is_empty() {
-                    k += 1;
-                }
-                work.extend(more);
-            }
-            let parts = parts.clamp(1, work.len().max(1));
-            let mut chunks: Vec<Vec<Subtree>> = vec![Vec::new(); parts];
-            for (i, t) in work.into_iter().enumerate() {
-                chunks[i % parts].push(t);
-            }
-            let zero = zeroed(self.extra.len());
-            chunks
-                .iter()
-                .map(|chunk| {
-                    let mut w = Writer::default();
-                    Shared::write_body(&mut w, [0; 3], &zero, None, chunk);
-                    w.0
-                })
-                .collect()
-        }
-
-        /// Merges what a party handed back (or a part handed out): its states
-        /// into the visited set, its frontier into the frontier, its counts
-        /// added (the caller's counters: the most of each).
-        pub fn merge(&self, body: &[u8]) -> Result<(), String> {
-            let b = Shared::read_bytes(body, self.extra.len())?;
-            let total = &self.shared;
-            // The states first: a body whose states cannot be read changes nothing.
-            total.admit_stored(&b.visited)?;
-            total.executions.fetch_add(b.counts[0], Relaxed);
-            total.pruned.fetch_add(b.counts[1], Relaxed);
-            total.max_steps.fetch_max(b.counts[2] as usize, Relaxed);
-            for (a, &v) in self.extra.iter().zip(&b.extra) {
-                a.fetch_max(v, Relaxed);
-            }
-            total.work.lock().expect("unshared").0.extend(b.work);
-            Ok(())
-        }
-    }
-
-    /// A party's replica of the visited set, kept between rounds (the search
-    /// side of [`crate::run::rounds::Party`]).
-    pub struct Replica {
-        shared: Shared,
-    }
-
-    impl Replica {
-        /// A party that starts from the visited set [`Driver::visited`] wrote,
-        /// keeping states as the driver's `fp`.
-        pub fn new(visited: &[u8], extra: usize, fp: Fingerprints) -> Result<Replica, String> {
-            let mut shared = Shared::load(visited, &zeroed(extra), fp, u64::MAX)?;
-            shared.visited.record_changes();
-            Ok(Replica { shared })
-        }
-
-        /// Runs one round: takes in `news` (what the other parties handed
-        /// back since this party's last round), then explores `part` with
-        /// `jobs` workers until it is explored or `budget` executions ran.
-        /// Returns the body to merge (this round's counts, the states its
-        /// visits inserted or narrowed, what is left of the part), a
-        /// violation if one was found (the round stops there) and the
-        /// executions it ran.
-        pub fn run(
-            &self,
-            each: &(dyn Fn(Worker<'_>) + Sync),
-            jobs: usize,
-            part: &[u8],
-            news: &[&[u8]],
-            budget: u64,
-            extra: &[AtomicU64],
-        ) -> Result<(Vec<u8>, Option<Outcome>, u64), String> {
-            let s = &self.shared;
-            for body in news {
-                // Taken in without recording: every other party has these.
-                s.admit_stored(&Shared::read_bytes(body, extra.len())?.visited)?;
-            }
-            let p = Shared::read_bytes(part, extra.len())?;
-            p.store_extra(extra);
-            s.work.lock().expect("unshared").0 = p.work;
-            s.executions.store(0, Relaxed);
-            s.pruned.store(0, Relaxed);
-            s.max_steps.store(0, Relaxed);
-            s.stop.store(false, Relaxed);
-            s.budget.store(budget, Relaxed);
-            let switches = SWITCHES.with(std::cell::Cell::get);
-            std::thread::scope(|scope| spawn_workers(scope, s, each, jobs, u64::MAX, switches));
-            let found = s.found.lock().expect("no worker panicked holding the result").take();
-            let changes = s.visited.drain_changes(true);
-            let left = std::mem::take(&mut s.work.lock().expect("unshared").0);
-            let mut w = Writer::default();
-            Shared::write_body(
-                &mut w,
-                s.counts(),
-                extra,
-                Some(&mut |w: &mut dyn Out| save_entries(w, &changes)),
-                &left,
-            );
-            Ok((w.0, found, s.executions.load(Relaxed)))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1065,13 +841,12 @@ mod tests {
         assert!(e.contains("sharing 1 choices with one of 0"), "{e}");
     }
 
-    /// A body is read whole before anything is taken from it, now that its
-    /// states go straight into the driver's table (not into a table of its
-    /// own first): a driver handed one cut short (in its queue, after its
-    /// visited states) keeps its search as it was; the same body whole is
-    /// merged.
+    /// A body's states are checked before any goes into a table: a table
+    /// handed a body whose last state is asleep on a label no scheduling
+    /// point has keeps what it held; the same body whole is taken in, and a
+    /// body cut short is refused as a whole search.
     #[test]
-    fn a_body_cut_short_changes_nothing_in_the_driver() {
+    fn a_body_with_a_bad_state_changes_nothing_in_a_table() {
         let t = Table::new(EIGHT);
         for s in 1..=1000u64 {
             t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
@@ -1079,14 +854,24 @@ mod tests {
         let mut w = Writer::default();
         Shared::write_body(&mut w, [5, 0, 3], &[], Some(&mut |w: &mut dyn Out| t.save(w)), &[]);
         let whole = w.0;
-        let driver = rounds::Driver::start(0, EIGHT);
-        let before = driver.stats();
-        assert!(driver.merge(&whole[..whole.len() - 8]).is_err());
-        let after = driver.stats();
-        assert_eq!((after.0.states, after.0.executions, after.1), (before.0.states, before.0.executions, before.1));
-        driver.merge(&whole).expect("the whole body");
-        let (stats, _, _) = driver.stats();
-        assert_eq!((stats.states, stats.executions, stats.max_steps), (1000, 5, 3));
+        let other = Table::new(EIGHT);
+        other.visit(EIGHT.of(7), 0);
+        let read = |bytes: &[u8]| Shared::read_body(&mut Reader::new(bytes), 0).map(|b| b.visited.len());
+        let load = |bytes: &[u8]| Shared::load_with(&mut Reader::new(bytes), &mut [], &[], EIGHT, u64::MAX);
+        let mut bad = whole.clone();
+        // The last state's mask, before the empty queue's count.
+        let at = bad.len() - 16;
+        bad[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(read(&bad), Ok(1), "its layout reads");
+        let bad_body = Shared::read_body(&mut Reader::new(&bad), 0).expect("its layout reads");
+        assert!(other.admit_stored(&bad_body.visited).is_err());
+        assert_eq!(other.len(), 1);
+        let body = Shared::read_body(&mut Reader::new(&whole), 0).expect("whole");
+        other.admit_stored(&body.visited).expect("the whole body");
+        assert_eq!(other.len(), 1001);
+        assert!(load(&whole[..whole.len() - 8]).is_err());
+        let back = load(&whole).expect("the whole body");
+        assert_eq!((back.visited.len(), back.counts()), (1000, [5, 0, 3]));
     }
 
     /// A worker whose execution panics stops the search: the others, waiting
