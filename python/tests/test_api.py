@@ -189,11 +189,12 @@ def test_check_bad_input_is_a_value_error(cli):
     assert p.stderr.strip() == "tlbkit: error: --cpus -1: the checker runs 1 to 8 CPUs"
     with pytest.raises(ValueError):
         tlbkit.replay("not-a-token")
-    # Snapshots are the sharded search's: refused elsewhere before anything runs.
-    with pytest.raises(ValueError, match="only with executor='ray' and ray_search='sharded'"):
+    # Snapshots are the distributed search's: refused on this machine before anything runs.
+    with pytest.raises(ValueError, match="only with executor='ray'"):
         tlbkit.check(policy="arm64-linux", mode="exhaustive", checkpoint="snap")
-    with pytest.raises(ValueError, match="only for a sharded search"):
-        tlbkit.check(policy="arm64-linux", mode="exhaustive", executor="ray", checkpoint="snap")
+    # The search in rounds is gone: refused in one line before Ray starts.
+    with pytest.raises(ValueError, match="the only search is 'sharded'"):
+        tlbkit.check(policy="arm64-linux", mode="exhaustive", executor="ray", ray_search="rounds")
 
 
 def test_a_sweep_writes_the_cli_s_file_byte_for_byte(cli, tmp_path):
