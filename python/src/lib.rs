@@ -263,27 +263,36 @@ struct CheckShard(Arc<tlbkit_check::run::shards::Shard>);
 #[pymethods]
 impl CheckShard {
     /// Starts node `me` of `nodes` of the check `token` names, with `jobs`
-    /// workers: a new search, or, given `parts` (every part of a snapshot,
-    /// in node order, as `shards_read_part` returns them), the search they
-    /// saved. With `deltas`, it marks what its visits change, so that its
-    /// snapshots after the first may be deltas (`save(delta=True)`).
+    /// workers: a new search, or, given `parts` parts of a snapshot and
+    /// `fetch`, the search they saved: `fetch(i)` returns part `i` (in node
+    /// order, as `shards_read_part` returns it), and each is taken in before
+    /// the next is asked for, so the node holds one part at a time. With
+    /// `deltas`, it marks what its visits change, so that its snapshots
+    /// after the first may be deltas (`save(delta=True)`).
     #[new]
-    #[pyo3(signature = (token, me, nodes, jobs, parts=None, deltas=false))]
+    #[pyo3(signature = (token, me, nodes, jobs, parts=0, fetch=None, deltas=false))]
     fn new(
         token: &str,
         me: usize,
         nodes: usize,
         jobs: usize,
-        parts: Option<Vec<Vec<u8>>>,
+        parts: usize,
+        fetch: Option<Bound<'_, PyAny>>,
         deltas: bool,
     ) -> PyResult<Self> {
         use tlbkit_check::run::shards;
         let spec = shards::spec_of(token).map_err(check_error)?;
-        let shard = match parts {
+        let shard = match fetch {
+            None if parts > 0 => return Err(PyValueError::new_err(format!("{parts} parts and no fetch to read them"))),
             None => shards::Shard::start(spec, me, nodes, jobs, deltas),
-            Some(parts) => {
-                let parts: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-                shards::Shard::resume(spec, me, nodes, jobs, &parts, deltas)
+            Some(fetch) => {
+                let mut r = shards::Shard::resuming(spec, me, nodes, jobs, deltas).map_err(check_error)?;
+                for i in 0..parts {
+                    let part = fetch.call1((i,))?;
+                    let bytes = part.cast::<pyo3::types::PyBytes>()?;
+                    r.take(bytes.as_bytes()).map_err(check_error)?;
+                }
+                r.start()
             }
         };
         Ok(CheckShard(Arc::new(shard.map_err(check_error)?)))
@@ -294,7 +303,17 @@ impl CheckShard {
     /// save, for `shards_append_delta`.
     #[pyo3(signature = (delta=false))]
     fn save<'py>(&self, py: Python<'py>, delta: bool) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-        Ok(pyo3::types::PyBytes::new(py, &self.0.save(delta).map_err(check_error)?))
+        // Made in place in the `bytes` returned: one copy of the part, not two.
+        let len = self.0.save_len(delta).map_err(check_error)?;
+        let mut failed = None;
+        let part = pyo3::types::PyBytes::new_with(py, len, |buf| {
+            failed = self.0.save_into(delta, buf).err();
+            Ok(())
+        })?;
+        match failed {
+            Some(e) => Err(check_error(e)),
+            None => Ok(part),
+        }
     }
 
     /// Ends the search here: every node's work is done.
@@ -466,16 +485,16 @@ fn check_shards_report<'py>(
 /// Writes node `i`'s part (`CheckShard.save()`) of the snapshot of
 /// generation `generation` into the directory `dir`.
 #[pyfunction]
-fn shards_write_part(dir: std::path::PathBuf, generation: u64, i: usize, part: Vec<u8>) -> PyResult<()> {
-    tlbkit_check::run::shards::write_part(&dir, generation, i, &part).map_err(check_error)
+fn shards_write_part(dir: std::path::PathBuf, generation: u64, i: usize, part: &[u8]) -> PyResult<()> {
+    tlbkit_check::run::shards::write_part(&dir, generation, i, part).map_err(check_error)
 }
 
 /// Appends node `i`'s delta (`CheckShard.save(delta=True)`) of the
 /// snapshot of generation `generation` to the deltas of its whole part of
 /// generation `base`; returns the bytes those deltas take now.
 #[pyfunction]
-fn shards_append_delta(dir: std::path::PathBuf, base: u64, generation: u64, i: usize, part: Vec<u8>) -> PyResult<u64> {
-    tlbkit_check::run::shards::append_delta(&dir, base, generation, i, &part).map_err(check_error)
+fn shards_append_delta(dir: std::path::PathBuf, base: u64, generation: u64, i: usize, part: &[u8]) -> PyResult<u64> {
+    tlbkit_check::run::shards::append_delta(&dir, base, generation, i, part).map_err(check_error)
 }
 
 /// Declares the snapshot of generation `generation` of the check `token`,

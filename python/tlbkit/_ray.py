@@ -101,13 +101,17 @@ class _Shard:
     which carry the messages from then on; the driver only polls ``status``
     and gives ``order``s."""
 
-    def __init__(self, token: str, me: int, nodes: int, jobs: int, deltas: bool, *parts: bytes):
+    def __init__(self, token: str, me: int, nodes: int, jobs: int, deltas: bool, parts: list):
         import ray
 
         from tlbkit import _native
 
         self.me = me
-        self.shard = _native.CheckShard(token, me, nodes, jobs, list(parts) if parts else None, deltas)
+        # ``parts``: references to the snapshot's parts (in a list, so that
+        # Ray hands them over unread), fetched one at a time as the node
+        # takes each in: it holds one part at a time, not the snapshot.
+        fetch = (lambda i: ray.get(parts[i])) if parts else None
+        self.shard = _native.CheckShard(token, me, nodes, jobs, len(parts), fetch, deltas)
         self.courier = _native.CheckCourier(ray.util.get_node_ip_address())
 
     def address(self) -> str:
@@ -301,7 +305,7 @@ def _start_shards(ray, Shard, NodeAffinitySchedulingStrategy, token: str, nodes:
     for me, (node, cpus) in enumerate(cluster):
         on_node = NodeAffinitySchedulingStrategy(node, soft=False)
         actors.append(Shard.options(num_cpus=cpus, scheduling_strategy=on_node).remote(
-            token, me, k, cpus, checkpoint is not None, *saved_parts))
+            token, me, k, cpus, checkpoint is not None, saved_parts))
     return actors
 
 

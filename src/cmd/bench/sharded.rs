@@ -19,7 +19,7 @@
 //! With `--processes`, the largest node process's peak memory, against that
 //! of one node process holding the whole search.
 //!
-//! With `--tcp` the nodes are those of `tlbkit check --ray-search sharded`
+//! With `--tcp` the nodes are those of `tlbkit check --ray`
 //! (`tlbkit_check::run::shards`), each with its courier, joined over
 //! loopback TCP in this process and driven by the Ray driver's rule
 //! (`tlbkit_check::run::nodes::run_local`): the transport's cost without
@@ -61,7 +61,7 @@ pub struct ShardedArgs {
     #[arg(long, default_value_t = SEND_EVERY)]
     pub every: u32,
     /// Join the nodes over loopback TCP, each with the courier a node of
-    /// `tlbkit check --ray ADDRESS --ray-search sharded` has, driven by the
+    /// `tlbkit check --ray ADDRESS` has, driven by the
     /// Ray driver's rule, instead of in-process mailboxes (`--latency-us`,
     /// `--batch` and `--every` do not apply; the claims, admitted and known columns are
     /// left out).

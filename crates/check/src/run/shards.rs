@@ -112,6 +112,35 @@ pub struct Shard {
     jobs: usize,
 }
 
+/// A node resuming from a snapshot ([`Shard::resuming`]).
+pub struct Resume {
+    spec: CheckSpec,
+    node: search::Resuming,
+    parts: usize,
+    deltas: bool,
+}
+
+impl Resume {
+    /// Takes in the snapshot's next part, as its file holds it (parts in
+    /// node order): refused unless this build made it for this check.
+    pub fn take(&mut self, part: &[u8]) -> Result<(), Error> {
+        let body = check_part(&self.spec, self.parts, part)?;
+        self.node.take(body).map_err(|why| Error::Save {
+            file: "the snapshot".into(),
+            problem: crate::error::SaveProblem::Unreadable { why },
+        })?;
+        self.parts += 1;
+        Ok(())
+    }
+
+    /// Starts the node's workers from what the parts held.
+    pub fn start(self) -> Result<Shard, Error> {
+        let (node, extra) = self.node.done();
+        let counters = std::array::from_fn(|i| extra.get(i).copied().unwrap_or(0));
+        Shard::launch(self.spec, node, counters, self.deltas)
+    }
+}
+
 /// The leading bytes of a sharded check's totals ([`Totals::save`]).
 const MAGIC: &[u8] = b"tlbkit-shards 1\n";
 /// The numbers of a node's totals as saved.
@@ -210,18 +239,17 @@ impl Shard {
         parts: &[&[u8]],
         deltas: bool,
     ) -> Result<Shard, Error> {
+        let mut r = Shard::resuming(spec, me, nodes, jobs, deltas)?;
+        parts.iter().try_for_each(|part| r.take(part))?;
+        r.start()
+    }
+
+    /// [`Shard::resume`] a part at a time ([`Resume::take`]): a node holds
+    /// one part of the snapshot at a time, not all of them.
+    pub fn resuming(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, deltas: bool) -> Result<Resume, Error> {
         validate(&spec)?;
-        let mut bodies = Vec::with_capacity(parts.len());
-        for (i, bytes) in parts.iter().enumerate() {
-            bodies.push(check_part(&spec, i, bytes)?);
-        }
-        let fp = spec.fingerprints();
-        let (node, extra) = search::ShardNode::resume(me, nodes, jobs, fp, &bodies).map_err(|why| Error::Save {
-            file: "the snapshot".into(),
-            problem: crate::error::SaveProblem::Unreadable { why },
-        })?;
-        let counters = std::array::from_fn(|i| extra.get(i).copied().unwrap_or(0));
-        Shard::launch(spec, node, counters, deltas)
+        let node = search::ShardNode::resuming(me, nodes, jobs, spec.fingerprints()).map_err(invalid)?;
+        Ok(Resume { spec, node, parts: 0, deltas })
     }
 
     /// Runs `node`'s workers for `spec`, its caller's counters from
@@ -244,9 +272,29 @@ impl Shard {
     /// what changed since its last save (started with `deltas`), for
     /// [`append_delta`].
     pub fn save(&self, delta: bool) -> Result<Vec<u8>, Error> {
-        let extra = self.counters.each_ref().map(|a| a.load(std::sync::atomic::Ordering::Relaxed));
-        let body = self.node.save(&extra, delta).map_err(|why| Error::Saved { why })?;
-        Ok(search::saved::encode(&self.identity, &body))
+        let mut bytes = vec![0; self.save_len(delta)?];
+        self.save_into(delta, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// The bytes [`Shard::save`] would make now.
+    pub fn save_len(&self, delta: bool) -> Result<usize, Error> {
+        let body = self.node.save_len(&self.extra(), delta).map_err(|why| Error::Saved { why })?;
+        usize::try_from(search::saved::encoded_len(&self.identity, body))
+            .map_err(|_| Error::Saved { why: "a part larger than this machine's address space".into() })
+    }
+
+    /// [`Shard::save`] into `buf`, of [`Shard::save_len`]'s bytes (a
+    /// caller's buffer: the part is made once, in place).
+    pub fn save_into(&self, delta: bool, buf: &mut [u8]) -> Result<(), Error> {
+        let extra = self.extra();
+        let mut body = |out: &mut dyn search::saved::Out| self.node.save(&extra, delta, out);
+        search::saved::encode_into(&self.identity, buf, &mut body).map_err(|why| Error::Saved { why })
+    }
+
+    /// The caller's counters now.
+    fn extra(&self) -> [u64; 3] {
+        self.counters.each_ref().map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Hands in the other nodes' messages for this one and the carrier's

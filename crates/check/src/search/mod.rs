@@ -29,7 +29,7 @@ pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;
 pub use script::{parse_script, Script, ScriptItem};
-pub use sharded::{exhaustive_sharded, Link, Orders, Pumped, ShardNode, Traffic, MAX_NODES, SEND_EVERY};
+pub use sharded::{exhaustive_sharded, Link, Orders, Pumped, Resuming, ShardNode, Traffic, MAX_NODES, SEND_EVERY};
 pub use shrink::{shrink, shrink_where};
 pub use table::Fingerprints;
 

@@ -311,6 +311,33 @@ pub fn encode(identity: &str, body: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// The bytes of the save of `identity` whose body takes `body` bytes.
+pub fn encoded_len(identity: &str, body: u64) -> u64 {
+    (HEAD + 8 + identity.len()) as u64 + body
+}
+
+/// Writes into `buf` the save of `identity` whose body `body` writes, as
+/// [`encode`] makes it but in place (no copy of the body): `buf` must be
+/// [`encoded_len`]'s bytes, and the body exactly as long as counted then,
+/// or it is an error.
+pub fn encode_into(
+    identity: &str,
+    buf: &mut [u8],
+    body: &mut dyn FnMut(&mut dyn Out) -> Result<(), String>,
+) -> Result<(), String> {
+    let Some(rest) = buf.get_mut(HEAD..) else { return Err("no room for a save's header".into()) };
+    let mut fill = stream::Fill { buf: rest, at: 0, over: false };
+    fill.bytes(&identity_bytes(identity));
+    body(&mut fill)?;
+    if fill.over || fill.at != fill.buf.len() {
+        return Err(format!("a save of {} bytes where {} were counted", fill.at, fill.buf.len()));
+    }
+    let sum = xxh3_64(&buf[HEAD..]);
+    let head = header((buf.len() - HEAD) as u64, sum);
+    buf[..HEAD].copy_from_slice(&head);
+    Ok(())
+}
+
 /// Returns the identity a save's bytes were made with and its body, or what
 /// is wrong with them (see the module's "The file"). Reads nothing beyond
 /// `bytes` and allocates no more than they hold, whatever they say.

@@ -79,7 +79,7 @@
 
 mod node;
 
-pub use node::{Orders, Pumped, ShardNode};
+pub use node::{Orders, Pumped, Resuming, ShardNode};
 
 use super::dfs::{Dfs, Switches, CLAIMED, SWITCHES};
 use super::parallel::{split_off, Subtree, Tally};

@@ -517,7 +517,7 @@ pub(super) struct Table {
 }
 
 /// The entries a table's growths moved, which its tests count (what a
-/// resume saves, [`Table::admit_all`]); nothing is counted outside them.
+/// resume saves, [`Table::admit_stored`]); nothing is counted outside them.
 #[cfg(test)]
 type Moved = AtomicUsize;
 
@@ -778,6 +778,7 @@ impl Table {
     }
 
     /// Every `(fingerprint, mask)` it holds.
+    #[cfg(test)]
     pub(super) fn entries(&self) -> Vec<(u64, u64)> {
         let mut out = Vec::with_capacity(self.len());
         self.each(&mut |fp, m| out.push((fp, m)));
@@ -792,23 +793,31 @@ impl Table {
         }
     }
 
-    /// Adds every `(fingerprint, mask)` of `entries` (each cut to a
-    /// fingerprint of this table's; a mask's bits past its labels dropped);
-    /// a state it already holds keeps the transitions both left unexplored
-    /// (the intersection of its masks). Returns the bytes it grew by. Not
-    /// recorded as changes.
+    /// [`Table::admit_stored`] of a list in memory.
+    #[cfg(test)]
     pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
         let listed = self.admit_listed(&mut |f| entries.iter().try_for_each(|&(fp, m)| f(fp, m)));
         listed.expect("a list in memory reads without fail")
     }
 
-    /// [`Table::admit_all`] of the states of saves ([`Stored`]), or why one
-    /// cannot be read: then the table is as it was.
+    /// Adds every `(fingerprint, mask)` of the saves' states `stored` (each
+    /// cut to a fingerprint of this table's; a mask's bits past its labels
+    /// dropped); a state it already holds keeps the transitions both left
+    /// unexplored (the intersection of its masks). Returns the bytes it
+    /// grew by, or why a state cannot be read: then the table is as it
+    /// was. Not recorded as changes.
     pub(super) fn admit_stored(&self, stored: &[Stored<'_>]) -> Result<u64, String> {
-        self.admit_listed(&mut |f| stored.iter().try_for_each(|s| s.each(f)))
+        self.admit_stored_where(stored, &|_| true)
     }
 
-    /// [`Table::admit_all`] of what `list` lists, which it is asked for
+    /// [`Table::admit_stored`] of the states whose fingerprints `keep` keeps.
+    pub(super) fn admit_stored_where(&self, stored: &[Stored<'_>], keep: &dyn Fn(u64) -> bool) -> Result<u64, String> {
+        self.admit_listed(&mut |f| {
+            stored.iter().try_for_each(|s| s.each(&mut |fp, m| if keep(fp) { f(fp, m) } else { Ok(()) }))
+        })
+    }
+
+    /// [`Table::admit_stored`] of what `list` lists, which it is asked for
     /// twice: first to be counted (nothing is admitted if it fails then),
     /// then to be admitted.
     ///
@@ -848,12 +857,10 @@ impl Table {
         self.hold(shard_of(fp)).0.find(fp)
     }
 
-    /// Writes every entry into a saved search ([`save_entries`]), counted
-    /// first (no visit may run meanwhile: a saving search's workers wait).
+    /// Writes every entry into a saved search (the count, a 0, then each
+    /// fingerprint and mask: [`Stored`] reads them), counted first (no visit may run meanwhile: a saving search's workers wait).
     pub(super) fn save(&self, w: &mut dyn Out) {
-        let mut n = 0;
-        self.each(&mut |_, _| n += 1);
-        w.u64(n);
+        w.u64(self.count());
         w.u8(0);
         self.each(&mut |fp, m| {
             w.u64(fp);
@@ -861,8 +868,16 @@ impl Table {
         });
     }
 
+    /// How many entries it holds, counted one by one (exact while visitors
+    /// live, which [`Table::len`] is not).
+    pub(super) fn count(&self) -> u64 {
+        let mut n = 0;
+        self.each(&mut |_, _| n += 1);
+        n
+    }
+
     /// Marks, from now on, each entry a visit adds or whose mask it narrows
-    /// (not those [`Table::admit_all`] takes in), for
+    /// (not those [`Table::admit_stored`] takes in), for
     /// [`Table::drain_changes`]: a saving search's saves after its first
     /// write only those (see `saved.rs`), and a party of a distributed
     /// search hands back only those. A bit per slot.
@@ -912,7 +927,8 @@ impl Table {
         (0..SHARDS).map(marked).sum()
     }
 
-    /// Reads what [`Table::save`] wrote into a list, for [`Table::admit_all`].
+    /// Reads what [`Table::save`] wrote into a list.
+    #[cfg(test)]
     pub(super) fn read_entries<'a>(r: &mut impl BodyRead<'a>) -> Result<Vec<(u64, u64)>, String> {
         let stored = Stored::read(r)?;
         let mut out = Vec::new();
@@ -944,9 +960,14 @@ impl<'a> Stored<'a> {
         Ok(Stored { zero, pairs: r.span(n as u64 * 16)? })
     }
 
+    /// How many states it holds.
+    pub(super) fn len(&self) -> u64 {
+        u64::from(self.zero.is_some()) + self.pairs.len() / 16
+    }
+
     /// Calls `f` with each `(fingerprint, mask)`, until it or a mask's
     /// check fails.
-    fn each(&self, f: &mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> {
+    pub(super) fn each(&self, f: &mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> {
         let mut checked = |fp: u64, m: u64| {
             if m & !ALL_LABELS != 0 {
                 return Err("a visited state asleep on a label past the 16 a scheduling point has".to_string());
@@ -957,18 +978,6 @@ impl<'a> Stored<'a> {
             checked(0, m)?;
         }
         self.pairs.pairs(&mut checked)
-    }
-}
-
-/// Writes `entries` as [`Table::save`] writes a table's (and
-/// [`Table::read_entries`] reads them): the count, a 0 (the state of hash 0
-/// apart, as earlier builds wrote it), then each fingerprint and mask.
-pub(super) fn save_entries(w: &mut dyn Out, entries: &[(u64, u64)]) {
-    w.u64(entries.len() as u64);
-    w.u8(0);
-    for &(fp, m) in entries {
-        w.u64(fp);
-        w.u64(m);
     }
 }
 

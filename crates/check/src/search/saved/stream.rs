@@ -41,6 +41,25 @@ impl Out for Writer {
     }
 }
 
+/// A buffer of a size counted before (a save made in place: see
+/// [`encode_into`](super::encode_into)); what passes its end is not
+/// written, and said.
+pub(super) struct Fill<'a> {
+    pub buf: &'a mut [u8],
+    pub at: usize,
+    pub over: bool,
+}
+
+impl Out for Fill<'_> {
+    fn bytes(&mut self, b: &[u8]) {
+        match self.buf.get_mut(self.at..self.at + b.len()) {
+            Some(room) => room.copy_from_slice(b),
+            None => self.over = true,
+        }
+        self.at += b.len();
+    }
+}
+
 /// A save's file being written: what it is given goes to the file a piece
 /// at a time, hashed on the way; the first write that fails is kept and
 /// the rest are dropped (which finishing returns).
@@ -153,6 +172,18 @@ pub enum Span<'a> {
 }
 
 impl Span<'_> {
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Span::Memory(bytes) => bytes.len() as u64,
+            Span::File { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Calls `f` with each pair of little-endian words it holds, in order
     /// (its length a multiple of 16), until `f` fails.
     pub fn pairs(&self, f: &mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> {

@@ -42,7 +42,7 @@
 //! subtree on its way either), nothing is in flight, and stays so: the
 //! carrier takes each node's [`ShardNode::save`] and lets the hold go.
 //!
-//! A snapshot resumes on any number of nodes ([`ShardNode::resume`]): the
+//! A snapshot resumes on any number of nodes ([`ShardNode::resuming`]): the
 //! owner of a state is its fingerprint's, dealt round the new nodes; the
 //! frontier's subtrees are dealt round them too.
 //! What the workers knew of other nodes' answers ([`super::Known`]) is not
@@ -63,8 +63,8 @@
 
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::parallel::{load_subtrees, save_subtrees};
-use crate::search::saved::{Reader, Writer};
-use crate::search::table::{save_entries, Fingerprints, Table};
+use crate::search::saved::{Out, Reader, Writer};
+use crate::search::table::{Fingerprints, Stored};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
@@ -154,47 +154,14 @@ impl ShardNode {
     }
 
     /// Node `me` of `nodes`, with `jobs` workers, of the search whose
-    /// snapshot is `parts` (every node's [`ShardNode::save`], in node order,
-    /// of any number of nodes): the states it owns among theirs, its share
-    /// of their frontier (item `i` of all goes to node `i mod nodes`), and
-    /// on node 0 their counts. Returns the node and the caller's counters
-    /// the parts held (the most of each; on node 0 only, else zeros).
-    /// `fp` is the search's, as when it started.
-    pub fn resume(
-        me: usize,
-        nodes: usize,
-        jobs: usize,
-        fp: Fingerprints,
-        parts: &[&[u8]],
-    ) -> Result<(ShardNode, Vec<u64>), String> {
+    /// snapshot's parts (every node's [`ShardNode::save`], of any number of
+    /// nodes) it is then given one at a time, in node order
+    /// ([`Resuming::take`]), so that it holds one part at a time: the states
+    /// it owns among theirs, its share of their frontier, and on node 0
+    /// their counts. `fp` is the search's, as when it started.
+    pub fn resuming(me: usize, nodes: usize, jobs: usize, fp: Fingerprints) -> Result<Resuming, String> {
         let node = ShardNode::empty(me, nodes, jobs, fp)?;
-        let s = &node.search;
-        let (mut counts, mut extra, mut item) = ([0u64; 3], Vec::new(), 0usize);
-        let mut work = Vec::new();
-        for (i, part) in parts.iter().enumerate() {
-            let p = Part::read(part).map_err(|why| format!("node {i}'s part of the snapshot: {why}"))?;
-            let mine: Vec<(u64, u64)> =
-                p.visited.into_iter().filter(|&(fp, _)| super::owner(fp, nodes) == me).collect();
-            s.node(me).table.admit_all(&mine);
-            counts = [counts[0] + p.counts[0], counts[1] + p.counts[1], counts[2].max(p.counts[2])];
-            extra.resize(extra.len().max(p.extra.len()), 0);
-            extra.iter_mut().zip(&p.extra).for_each(|(e, &v)| *e = (*e).max(v));
-            for t in p.work {
-                if item % nodes == me {
-                    work.push(t);
-                }
-                item += 1;
-            }
-        }
-        s.open.store(work.len() as u64, SeqCst);
-        *s.node(me).work.lock().expect("unshared") = work;
-        if me != 0 {
-            return Ok((node, vec![0; extra.len()]));
-        }
-        s.executions.store(counts[0], Relaxed);
-        s.pruned.store(counts[1], Relaxed);
-        s.max_steps.store(counts[2] as usize, Relaxed);
-        Ok((node, extra))
+        Ok(Resuming { node, parts: 0, counts: [0; 3], extra: Vec::new(), item: 0, work: Vec::new() })
     }
 
     /// Marks, from now on, each state a visit here adds or narrows, so
@@ -216,25 +183,56 @@ impl ShardNode {
     /// every worker rests: the carrier held the nodes ([`ShardNode::pump`]'s
     /// `hold`) until each said it is [`Pumped::settled`] and, in that round,
     /// nothing moved between them.
-    pub fn save(&self, extra: &[u64], changed_only: bool) -> Result<Vec<u8>, String> {
-        let s = &self.search;
+    pub fn save(&self, extra: &[u64], changed_only: bool, out: &mut dyn Out) -> Result<(), String> {
+        let node = self.savable(changed_only)?;
+        Part::head(out, self.counts(), extra);
+        if changed_only {
+            out.u64(node.table.changed());
+            out.u8(0);
+            node.table.drain_changes_with(&mut |fp, m| {
+                out.u64(fp);
+                out.u64(m);
+            });
+        } else {
+            node.table.save(out);
+            node.table.drain_changes(false);
+        }
+        out.bytes(&self.frontier());
+        Ok(())
+    }
+
+    /// The bytes [`ShardNode::save`] would write now.
+    pub fn save_len(&self, extra: &[u64], changed_only: bool) -> Result<u64, String> {
+        let node = self.savable(changed_only)?;
+        let mut head = Writer::default();
+        Part::head(&mut head, self.counts(), extra);
+        let states = if changed_only { node.table.changed() } else { node.table.count() };
+        Ok(head.0.len() as u64 + 9 + 16 * states + self.frontier().len() as u64)
+    }
+
+    /// This node's table and queue, if its part of a snapshot can be taken now.
+    fn savable(&self, changed_only: bool) -> Result<&super::Node, String> {
         if !self.settled() {
             return Err("a snapshot of a node whose workers are not all at rest".into());
         }
         if changed_only && !self.recording {
             return Err("a snapshot of what changed, from a node that marks no changes".into());
         }
-        let node = s.node(self.wire().me);
-        let counts = [s.executions.load(Relaxed), s.pruned.load(Relaxed), s.max_steps.load(Relaxed) as u64];
-        let visited = if changed_only {
-            node.table.drain_changes(true)
-        } else {
-            let all = node.table.entries();
-            node.table.drain_changes(false);
-            all
-        };
-        let work = node.work.lock().expect("no worker panicked holding a queue");
-        Ok(Part::write(counts, extra, &visited, &work))
+        Ok(self.search.node(self.wire().me))
+    }
+
+    /// Its executions, cut executions and most steps.
+    fn counts(&self) -> [u64; 3] {
+        let s = &self.search;
+        [s.executions.load(Relaxed), s.pruned.load(Relaxed), s.max_steps.load(Relaxed) as u64]
+    }
+
+    /// Its queue, as a part writes it.
+    fn frontier(&self) -> Vec<u8> {
+        let work = self.search.node(self.wire().me).work.lock().expect("no worker panicked holding a queue");
+        let mut w = Writer::default();
+        save_subtrees(&mut w, work.iter());
+        w.0
     }
 
     /// One part made of a node's whole part and the deltas that followed
@@ -243,18 +241,27 @@ impl ShardNode {
     /// narrows, so that is its last), and the counts and frontier of the
     /// last.
     pub fn merge(bodies: &[&[u8]]) -> Result<Vec<u8>, String> {
-        let mut visited = Vec::new();
-        let mut last = None;
+        let mut parts = Vec::with_capacity(bodies.len());
         for (k, body) in bodies.iter().enumerate() {
-            let mut p = Part::read(body).map_err(|why| match k {
+            parts.push(Part::read(body).map_err(|why| match k {
                 0 => format!("its whole part: {why}"),
                 _ => format!("its delta {k}: {why}"),
-            })?;
-            visited.append(&mut p.visited);
-            last = Some(p);
+            })?);
         }
-        let Some(last) = last else { return Err("no part to merge".into()) };
-        Ok(Part::write(last.counts, &last.extra, &visited, &last.work))
+        let Some(last) = parts.last() else { return Err("no part to merge".into()) };
+        let mut w = Writer::default();
+        Part::head(&mut w, last.counts, &last.extra);
+        w.u64(parts.iter().map(|p| p.visited.len()).sum());
+        w.u8(0);
+        for p in &parts {
+            p.visited.each(&mut |fp, m| {
+                w.u64(fp);
+                w.u64(m);
+                Ok(())
+            })?;
+        }
+        save_subtrees(&mut w, last.work.iter());
+        Ok(w.0)
     }
 
     /// Whether the carrier holds this node and every worker rests.
@@ -438,36 +445,91 @@ fn encode_answers(batch: &[Answer]) -> Vec<u8> {
     })
 }
 
-/// A node's part of a snapshot, read whole before any of it is taken in
-/// (a part that turns out corrupt changes nothing).
-struct Part {
-    /// Executions, cut executions, most steps.
+/// A node resuming from a snapshot, its parts taken in one at a time.
+pub struct Resuming {
+    node: ShardNode,
+    /// The parts taken in so far.
+    parts: usize,
     counts: [u64; 3],
     extra: Vec<u64>,
-    visited: Vec<(u64, u64)>,
+    /// The frontier's items seen so far, the node's among them.
+    item: usize,
     work: Vec<Subtree>,
 }
 
-impl Part {
-    /// A part's bytes: the counts, the caller's counters `extra`, the
-    /// states `visited`, then the queue `work`.
-    fn write(counts: [u64; 3], extra: &[u64], visited: &[(u64, u64)], work: &[Subtree]) -> Vec<u8> {
-        let mut w = Writer::default();
+impl Resuming {
+    /// Takes in the next part (parts in node order): the states this node
+    /// owns among its own, its share of the part's frontier (item `i` of
+    /// all goes to node `i mod nodes`), its counts.
+    pub fn take(&mut self, part: &[u8]) -> Result<(), String> {
+        let i = self.parts;
+        let theirs = |why| format!("node {i}'s part of the snapshot: {why}");
+        let p = Part::read(part).map_err(theirs)?;
+        let (me, nodes) = (self.node.wire().me, self.node.search.k);
+        // Its own states straight from the part's bytes, checked first.
+        let mine = |fp| super::owner(fp, nodes) == me;
+        let table = &self.node.search.node(me).table;
+        table.admit_stored_where(std::slice::from_ref(&p.visited), &mine).map_err(theirs)?;
+        let c = &mut self.counts;
+        *c = [c[0] + p.counts[0], c[1] + p.counts[1], c[2].max(p.counts[2])];
+        self.extra.resize(self.extra.len().max(p.extra.len()), 0);
+        self.extra.iter_mut().zip(&p.extra).for_each(|(e, &v)| *e = (*e).max(v));
+        for t in p.work {
+            if self.item % nodes == me {
+                self.work.push(t);
+            }
+            self.item += 1;
+        }
+        self.parts += 1;
+        Ok(())
+    }
+
+    /// The node, with the caller's counters the parts held (the most of
+    /// each; on node 0 only, else zeros).
+    pub fn done(self) -> (ShardNode, Vec<u64>) {
+        let Resuming { node, counts, extra, work, .. } = self;
+        let s = &node.search;
+        let me = node.wire().me;
+        s.open.store(work.len() as u64, SeqCst);
+        *s.node(me).work.lock().expect("unshared") = work;
+        if me != 0 {
+            let zeros = vec![0; extra.len()];
+            return (node, zeros);
+        }
+        s.executions.store(counts[0], Relaxed);
+        s.pruned.store(counts[1], Relaxed);
+        s.max_steps.store(counts[2] as usize, Relaxed);
+        (node, extra)
+    }
+}
+
+/// A node's part of a snapshot, its states left in its bytes (checked
+/// before any of them is taken in: a part that turns out corrupt changes
+/// nothing).
+struct Part<'a> {
+    /// Executions, cut executions, most steps.
+    counts: [u64; 3],
+    extra: Vec<u64>,
+    visited: Stored<'a>,
+    work: Vec<Subtree>,
+}
+
+impl<'a> Part<'a> {
+    /// A part's first bytes: the counts and the caller's counters `extra`
+    /// (then come the states, as the table saves them, and the queue).
+    fn head(w: &mut dyn Out, counts: [u64; 3], extra: &[u64]) {
         counts.iter().for_each(|&c| w.u64(c));
         w.u64(extra.len() as u64);
         extra.iter().for_each(|&e| w.u64(e));
-        save_entries(&mut w, visited);
-        save_subtrees(&mut w, work.iter());
-        w.0
     }
 
-    /// Reads what [`Part::write`] wrote.
-    fn read(body: &[u8]) -> Result<Part, String> {
+    /// Reads what [`ShardNode::save`] wrote.
+    fn read(body: &'a [u8]) -> Result<Part<'a>, String> {
         let mut r = Reader::new(body);
         let counts = [r.u64()?, r.u64()?, r.u64()?];
         let n = r.len(8)?;
         let extra = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
-        let visited = Table::read_entries(&mut r)?;
+        let visited = Stored::read(&mut r)?;
         let work = load_subtrees(&mut r)?;
         if !r.done() {
             return Err("bytes after its last item".into());
