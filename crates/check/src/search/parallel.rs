@@ -220,7 +220,7 @@ impl Shared {
     /// changes: see `saved.rs`).
     fn save_with(&self, w: &mut dyn Out, extra: &[AtomicU64], visited: &mut Writes<'_>) {
         let q = self.work.lock().expect("no worker panicked holding the queue");
-        Shared::write_body(w, self.counts(), extra, Some(visited), &q.0);
+        Shared::write_body(w, self.counts(), extra, visited, &q.0);
     }
 
     /// Its executions, cut executions and most steps.
@@ -229,23 +229,15 @@ impl Shared {
     }
 
     /// Writes `counts` (as [`Shared::counts`] gives them), the caller's
-    /// counters, `visited` (none: an empty visited set) and `work` for the
-    /// queue: the layout [`Shared::load_with`] reads.
-    fn write_body(
-        w: &mut dyn Out,
-        counts: [u64; 3],
-        extra: &[AtomicU64],
-        visited: Option<&mut Writes<'_>>,
-        work: &[Subtree],
-    ) {
+    /// counters, what `visited` writes of the visited set and `work` for
+    /// the queue: the layout [`Shared::load_with`] reads.
+    fn write_body(w: &mut dyn Out, counts: [u64; 3], extra: &[AtomicU64], visited: &mut Writes<'_>, work: &[Subtree]) {
         counts.iter().for_each(|&c| w.u64(c));
         w.u64(extra.len() as u64);
         extra.iter().for_each(|e| w.u64(e.load(Relaxed)));
         // Sections of the visited set: one (an earlier build wrote one per shard).
-        w.u64(visited.is_some() as u64);
-        if let Some(v) = visited {
-            v(w);
-        }
+        w.u64(1);
+        visited(w);
         let mut rest = Writer::default();
         save_subtrees(&mut rest, work.iter());
         w.bytes(&rest.0);
@@ -852,7 +844,7 @@ mod tests {
             t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
         }
         let mut w = Writer::default();
-        Shared::write_body(&mut w, [5, 0, 3], &[], Some(&mut |w: &mut dyn Out| t.save(w)), &[]);
+        Shared::write_body(&mut w, [5, 0, 3], &[], &mut |w: &mut dyn Out| t.save(w), &[]);
         let whole = w.0;
         let other = Table::new(EIGHT);
         other.visit(EIGHT.of(7), 0);

@@ -544,8 +544,7 @@ pub fn delta_readers(dir: &Path, name: &str, base: u64) -> Vec<FileReader> {
             break;
         }
         let mut body = xxhash_rust::xxh3::Xxh3Default::new();
-        let mut unused = xxhash_rust::xxh3::Xxh3Default::new();
-        if stream::hash_range(&file, from, from + len, end, (&mut body, &mut unused)).is_err() || body.digest() != sum {
+        if stream::hash_range(&file, from, from + len, &mut [(from, &mut body)]).is_err() || body.digest() != sum {
             break;
         }
         out.push(FileReader::new(std::sync::Arc::clone(&file), from, len));
@@ -618,7 +617,8 @@ pub fn open(dir: &Path) -> Result<Opened, Error> {
     let room = (total - HEAD as u64).saturating_sub(8);
     let body_at = id_len.filter(|&n| n <= room).map_or(total, |n| HEAD as u64 + 8 + n);
     let (mut whole, mut body) = (xxhash_rust::xxh3::Xxh3Default::new(), xxhash_rust::xxh3::Xxh3Default::new());
-    stream::hash_range(&file, HEAD as u64, total, body_at, (&mut whole, &mut body)).map_err(unreadable)?;
+    let sums = &mut [(HEAD as u64, &mut whole), (body_at, &mut body)];
+    stream::hash_range(&file, HEAD as u64, total, sums).map_err(unreadable)?;
     if whole.digest() != sum {
         return Err(refuse(SaveProblem::Corrupted));
     }

@@ -858,7 +858,8 @@ impl Table {
     }
 
     /// Writes every entry into a saved search (the count, a 0, then each
-    /// fingerprint and mask: [`Stored`] reads them), counted first (no visit may run meanwhile: a saving search's workers wait).
+    /// fingerprint and mask: [`Stored`] reads them), counted first (no
+    /// visit may run meanwhile: a saving search's workers wait).
     pub(super) fn save(&self, w: &mut dyn Out) {
         w.u64(self.count());
         w.u8(0);

@@ -263,23 +263,18 @@ impl BodyRead<'static> for FileReader {
     }
 }
 
-/// Hashes the bytes of `file` from `at` to `end` a piece at a time into
-/// each hasher, the second only from `split` on.
-pub(super) fn hash_range(
-    file: &File,
-    at: u64,
-    end: u64,
-    split: u64,
-    sums: (&mut Xxh3Default, &mut Xxh3Default),
-) -> std::io::Result<()> {
+/// Hashes the bytes of `file` from `at` to `end` a piece at a time, into
+/// each hasher of `sums` from its own offset on.
+pub(super) fn hash_range(file: &File, at: u64, end: u64, sums: &mut [(u64, &mut Xxh3Default)]) -> std::io::Result<()> {
     let mut piece = vec![0; PIECE.min((end - at) as usize)];
     let mut pos = at;
     while pos < end {
         let n = (end - pos).min(PIECE as u64) as usize;
         file.read_exact_at(&mut piece[..n], pos)?;
-        sums.0.update(&piece[..n]);
-        let from = split.saturating_sub(pos).min(n as u64) as usize;
-        sums.1.update(&piece[from..n]);
+        for (from, sum) in sums.iter_mut() {
+            let skip = from.saturating_sub(pos).min(n as u64) as usize;
+            sum.update(&piece[skip..n]);
+        }
         pos += n as u64;
     }
     Ok(())
