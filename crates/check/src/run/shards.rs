@@ -418,10 +418,11 @@ pub fn append_delta(dir: &std::path::Path, base: u64, generation: u64, i: usize,
     if generation <= base {
         return Err(Error::Saved { why: format!("a delta of generation {generation} after its base {base}") });
     }
-    let mut w = search::saved::Writer::default();
-    w.u64(generation);
-    w.0.extend_from_slice(bytes);
-    search::saved::append_named(dir, &deltas_file(base, i), base, &w.0)
+    use search::saved::Out as _;
+    search::saved::append_with(dir, &deltas_file(base, i), base, &mut |out| {
+        out.u64(generation);
+        out.bytes(bytes);
+    })
 }
 
 /// Declares the snapshot of generation `generation`, whose `parts` parts

@@ -472,13 +472,9 @@ pub fn append(dir: &Path, base: u64, body: &[u8]) -> Result<u64, Error> {
     append_with(dir, DELTAS, base, &mut |out: &mut Sink| out.bytes(body))
 }
 
-/// [`append`] to the file `dir/name` (a sharded search's node's deltas,
-/// which follow its whole part of generation `base`).
-pub fn append_named(dir: &Path, name: &str, base: u64, body: &[u8]) -> Result<u64, Error> {
-    append_with(dir, name, base, &mut |out: &mut Sink| out.bytes(body))
-}
-
-/// [`append_named`] of the body that `body` writes into the file as it goes.
+/// [`append`] to the file `dir/name` (a saving search's deltas, or a
+/// sharded search's node's, which follow its whole part of generation
+/// `base`) of the body that `body` writes into the file as it goes.
 pub fn append_with(dir: &Path, name: &str, base: u64, body: &mut dyn FnMut(&mut Sink)) -> Result<u64, Error> {
     use std::io::Seek as _;
     let path = dir.join(name);
@@ -520,7 +516,7 @@ pub fn deltas(dir: &Path, base: u64) -> Vec<Vec<u8>> {
     deltas_named(dir, DELTAS, base)
 }
 
-/// [`deltas`] of the file `dir/name` ([`append_named`]'s).
+/// [`deltas`] of the file `dir/name` ([`append_with`]'s).
 pub fn deltas_named(dir: &Path, name: &str, base: u64) -> Vec<Vec<u8>> {
     delta_readers(dir, name, base).into_iter().map_while(|mut r| r.rest().ok().map(|b| b.into_owned())).collect()
 }
