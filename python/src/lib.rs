@@ -285,6 +285,7 @@ impl CheckShard {
         let shard = match fetch {
             None if parts > 0 => return Err(PyValueError::new_err(format!("{parts} parts and no fetch to read them"))),
             None => shards::Shard::start(spec, me, nodes, jobs, deltas),
+            Some(_) if parts == 0 => return Err(PyValueError::new_err("a fetch of parts and no parts to fetch")),
             Some(fetch) => {
                 let mut r = shards::Shard::resuming(spec, me, nodes, jobs, deltas).map_err(check_error)?;
                 for i in 0..parts {

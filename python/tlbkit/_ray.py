@@ -9,10 +9,11 @@ what the file lacks. Once complete, the file is put in grid order: the same
 bytes as a sweep on host threads.
 
 Exhaustive checks (``check`` below): the visited set sharded among Ray
-actors, one per node, each owning part of it and running its own workers and sending its
-messages (claims of states another node owns, its answers, subtrees given
-to a node whose workers wait) straight to the others over TCP, this driver
-polling them, giving work to nodes that wait and seeing the end.
+actors, one per node, each owning part of it, running its own workers and
+sending its messages (claims of states another node owns, its answers,
+subtrees given to a node whose workers wait) straight to the others over
+TCP, this driver polling them, giving work to nodes that wait and seeing
+the end.
 """
 
 from __future__ import annotations
