@@ -116,7 +116,6 @@ pub struct Shard {
 pub struct Resume {
     spec: CheckSpec,
     node: search::Resuming,
-    parts: usize,
     deltas: bool,
 }
 
@@ -124,13 +123,11 @@ impl Resume {
     /// Takes in the snapshot's next part, as its file holds it (parts in
     /// node order): refused unless this build made it for this check.
     pub fn take(&mut self, part: &[u8]) -> Result<(), Error> {
-        let body = check_part(&self.spec, self.parts, part)?;
+        let body = check_part(&self.spec, self.node.parts(), part)?;
         self.node.take(body).map_err(|why| Error::Save {
             file: "the snapshot".into(),
             problem: crate::error::SaveProblem::Unreadable { why },
-        })?;
-        self.parts += 1;
-        Ok(())
+        })
     }
 
     /// Starts the node's workers from what the parts held.
@@ -249,7 +246,7 @@ impl Shard {
     pub fn resuming(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, deltas: bool) -> Result<Resume, Error> {
         validate(&spec)?;
         let node = search::ShardNode::resuming(me, nodes, jobs, spec.fingerprints()).map_err(invalid)?;
-        Ok(Resume { spec, node, parts: 0, deltas })
+        Ok(Resume { spec, node, deltas })
     }
 
     /// Runs `node`'s workers for `spec`, its caller's counters from

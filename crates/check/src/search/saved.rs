@@ -614,7 +614,7 @@ pub fn open(dir: &Path) -> Result<Opened, Error> {
     let body_at = id_len.filter(|&n| n <= room).map_or(total, |n| HEAD as u64 + 8 + n);
     let (mut whole, mut body) = (xxhash_rust::xxh3::Xxh3Default::new(), xxhash_rust::xxh3::Xxh3Default::new());
     let sums = &mut [(HEAD as u64, &mut whole), (body_at, &mut body)];
-    stream::hash_range(&file, HEAD as u64, total, sums).map_err(unreadable)?;
+    stream::hash_range(&file, HEAD as u64, total, sums).map_err(|why| refuse(SaveProblem::Unreadable { why }))?;
     if whole.digest() != sum {
         return Err(refuse(SaveProblem::Corrupted));
     }

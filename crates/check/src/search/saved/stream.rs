@@ -95,14 +95,19 @@ impl Sink {
     }
 
     fn flush(&mut self) {
-        self.sum.update(&self.piece);
-        self.body.update(&self.piece);
-        if self.failed.is_none() {
-            if let Err(e) = self.file.write_all(&self.piece) {
-                self.failed = Some(e);
-            }
-        }
+        let piece = std::mem::take(&mut self.piece);
+        self.emit(&piece);
+        self.piece = piece;
         self.piece.clear();
+    }
+
+    /// Hashes `b` and writes it to the file (unless a write failed before).
+    fn emit(&mut self, b: &[u8]) {
+        self.sum.update(b);
+        self.body.update(b);
+        if self.failed.is_none() {
+            self.failed = self.file.write_all(b).err();
+        }
     }
 
     /// Writes what is left; returns what was written, or the first failure.
@@ -123,11 +128,7 @@ impl Out for Sink {
         }
         if b.len() > PIECE {
             // Larger than a piece: hashed and written as it is.
-            self.sum.update(b);
-            self.body.update(b);
-            if self.failed.is_none() {
-                self.failed = self.file.write_all(b).err();
-            }
+            self.emit(b);
         } else {
             self.piece.extend_from_slice(b);
         }
@@ -195,17 +196,7 @@ impl Span<'_> {
         };
         match self {
             Span::Memory(bytes) => each(bytes),
-            Span::File { file, at, len } => {
-                let mut piece = vec![0; PIECE.min(*len as usize)];
-                let mut done = 0;
-                while done < *len {
-                    let n = (len - done).min(PIECE as u64) as usize;
-                    file.read_exact_at(&mut piece[..n], at + done).map_err(|e| format!("reading it: {e}"))?;
-                    each(&piece[..n])?;
-                    done += n as u64;
-                }
-                Ok(())
-            }
+            Span::File { file, at, len } => read_pieces(file, *at, at + len, &mut |_, piece| each(piece)),
         }
     }
 }
@@ -263,19 +254,31 @@ impl BodyRead<'static> for FileReader {
     }
 }
 
-/// Hashes the bytes of `file` from `at` to `end` a piece at a time, into
-/// each hasher of `sums` from its own offset on.
-pub(super) fn hash_range(file: &File, at: u64, end: u64, sums: &mut [(u64, &mut Xxh3Default)]) -> std::io::Result<()> {
-    let mut piece = vec![0; PIECE.min((end - at) as usize)];
+/// What takes each piece [`read_pieces`] reads, with its offset.
+type EachPiece<'f> = dyn FnMut(u64, &[u8]) -> Result<(), String> + 'f;
+
+/// Calls `f` with the bytes of `file` from `at` to `end`, a piece at a
+/// time (each with its offset), until it fails or a read does.
+fn read_pieces(file: &File, at: u64, end: u64, f: &mut EachPiece<'_>) -> Result<(), String> {
+    let mut piece = vec![0; PIECE.min(end.saturating_sub(at) as usize)];
     let mut pos = at;
     while pos < end {
         let n = (end - pos).min(PIECE as u64) as usize;
-        file.read_exact_at(&mut piece[..n], pos)?;
-        for (from, sum) in sums.iter_mut() {
-            let skip = from.saturating_sub(pos).min(n as u64) as usize;
-            sum.update(&piece[skip..n]);
-        }
+        file.read_exact_at(&mut piece[..n], pos).map_err(|e| format!("reading it: {e}"))?;
+        f(pos, &piece[..n])?;
         pos += n as u64;
     }
     Ok(())
+}
+
+/// Hashes the bytes of `file` from `at` to `end` a piece at a time, into
+/// each hasher of `sums` from its own offset on.
+pub(super) fn hash_range(file: &File, at: u64, end: u64, sums: &mut [(u64, &mut Xxh3Default)]) -> Result<(), String> {
+    read_pieces(file, at, end, &mut |pos, piece| {
+        for (from, sum) in sums.iter_mut() {
+            let skip = from.saturating_sub(pos).min(piece.len() as u64) as usize;
+            sum.update(&piece[skip..]);
+        }
+        Ok(())
+    })
 }

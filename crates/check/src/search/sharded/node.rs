@@ -484,6 +484,11 @@ impl Resuming {
         Ok(())
     }
 
+    /// The parts taken in so far.
+    pub fn parts(&self) -> usize {
+        self.parts
+    }
+
     /// The node, with the caller's counters the parts held (the most of
     /// each; on node 0 only, else zeros).
     pub fn done(self) -> (ShardNode, Vec<u64>) {
