@@ -45,12 +45,12 @@
 //! **What an owner said, remembered.** A state's mask in its owner's table
 //! only narrows (each visit keeps the labels both it and the earlier ones
 //! left asleep), so after a claim with `asleep` the owner's mask is within
-//! `asleep` for good. Each worker keeps, per state it claimed, the
-//! intersection of the masks it claimed it with ([`Known`], a direct-mapped
-//! cache of [`KNOWN_SLOTS`] entries): a later visit whose `asleep` covers
-//! that intersection would be answered "nothing to explore", and is pruned
-//! at once, without a claim; one that does not leaves alone the labels
-//! outside it, which the earlier claims explore.
+//! `asleep` for good. Each node keeps, per state its workers claimed, the
+//! intersection of the masks they claimed it with ([`Known`], a
+//! direct-mapped cache they share, `sharded/known.rs`): a later visit whose
+//! `asleep` covers that intersection would be answered "nothing to
+//! explore", and is pruned at once, without a claim; one that does not
+//! leaves alone the labels outside it, which the earlier claims explore.
 //!
 //! A node whose queue is empty takes a subtree from another node's queue
 //! (work stealing, counted as traffic); a worker with others waiting gives
@@ -77,8 +77,10 @@
 //! and the carrier ends the search when every node's is zero and nothing
 //! is on its way.
 
+mod known;
 mod node;
 
+use known::Known;
 pub use node::{Orders, Pumped, Resuming, ShardNode};
 
 use super::dfs::{Dfs, Switches, CLAIMED, SWITCHES};
@@ -127,8 +129,8 @@ pub struct Traffic {
     pub claims: u64,
     /// Claims whose answer admitted labels to explore.
     pub admitted: u64,
-    /// Visits to another node's states pruned by what its answers already
-    /// said (no claim sent: a worker's `Known`).
+    /// Visits to another node's states pruned by what their owner's
+    /// answers already said (no claim sent: the node's `Known`).
     pub known: u64,
     /// Batches of claims and of answers sent.
     pub batches: u64,
@@ -155,53 +157,6 @@ struct Claim {
     state: u64,
     asleep: u64,
     id: u64,
-}
-
-/// Entries in a worker's cache of what owners said ([`Known`]): 16 bytes
-/// each, 1 MiB a worker.
-pub const KNOWN_SLOTS: usize = 1 << 16;
-
-/// A worker's cache, per state of another node's it claimed, of the masks
-/// it claimed it with, intersected: an upper bound of the state's mask in
-/// its owner's table (see the module documentation). Direct-mapped by the
-/// state's hash; a state whose slot another took is claimed again.
-struct Known {
-    slots: Vec<(u64, u64)>,
-    /// Visits it pruned, not yet added to the search's count.
-    hits: u64,
-}
-
-impl Known {
-    fn new() -> Self {
-        Known { slots: vec![(0, 0); KNOWN_SLOTS], hits: 0 }
-    }
-
-    fn slot(&mut self, state: u64) -> &mut (u64, u64) {
-        // The state hash is mixed (XXH3); its high bits are free of the
-        // part's and the owner's choice, which its low bits make.
-        let i = (state >> 40) as usize & (KNOWN_SLOTS - 1);
-        &mut self.slots[i]
-    }
-
-    /// What a visit of `state` with `asleep` leaves alone, by what was
-    /// claimed of it before (`None`: nothing to explore); if not `None`, it
-    /// remembers `asleep` as claimed. The labels no earlier claim left
-    /// asleep were explored from the state by then, or are being explored.
-    /// (The hash 0 stands for an empty slot: such a state is always claimed.)
-    fn unsettled(&mut self, state: u64, asleep: u64) -> Option<u64> {
-        let asleep = asleep & ALL_LABELS;
-        let slot = self.slot(state);
-        if state != 0 && slot.0 == state {
-            if slot.1 & !asleep == 0 {
-                return None;
-            }
-            let skip = asleep | (ALL_LABELS & !slot.1);
-            slot.1 &= asleep;
-            return Some(skip);
-        }
-        *slot = (state, asleep);
-        Some(asleep)
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -274,11 +229,13 @@ impl<T> std::ops::DerefMut for Padded<T> {
 }
 
 /// One node: its part of the visited set, its queue (subtrees any worker
-/// may take) and the claims sent to it.
+/// may take), the claims sent to it and what it knows of other nodes'
+/// states by its own claims.
 struct Node {
     table: Table,
     work: Mutex<Vec<Subtree>>,
     claims: Mailbox<Claim>,
+    known: Known,
 }
 
 impl Node {
@@ -286,7 +243,7 @@ impl Node {
     fn new(fp: Fingerprints, me: usize, k: usize) -> Node {
         // A part's number is the low bits of its states' hashes.
         let table = Table::owning(fp, |p| owner(p as u64, k) == me);
-        Node { table, work: Mutex::new(Vec::new()), claims: Mailbox::new() }
+        Node { table, work: Mutex::new(Vec::new()), claims: Mailbox::new(), known: Known::new() }
     }
 }
 
@@ -363,8 +320,7 @@ fn worker(id: u64) -> usize {
 }
 
 /// What one worker keeps to itself: its claims not yet answered (each with
-/// the node of its current path it was made at), what it claimed of other
-/// nodes' states, and its counts.
+/// the node of its current path it was made at) and its counts.
 struct Local {
     w: usize,
     /// Its claims from number `first` on, in order: the choice each was
@@ -374,7 +330,8 @@ struct Local {
     first: u64,
     /// Its claims unanswered.
     waiting: usize,
-    known: Known,
+    /// Its visits pruned by what its node knew ([`Known`]).
+    known: u64,
     /// The most claims it had unanswered at once.
     most: usize,
     /// The most steps one of its executions took.
@@ -393,9 +350,9 @@ struct Sent {
 
 impl Local {
     fn new(w: usize) -> Self {
-        let (pending, known, sent) = (VecDeque::new(), Known::new(), Sent::default());
+        let (pending, sent) = (VecDeque::new(), Sent::default());
         // Numbers from 1: a path's node with no claim has 0.
-        Local { w, pending, first: 1, waiting: 0, known, most: 0, steps: 0, sent }
+        Local { w, pending, first: 1, waiting: 0, known: 0, most: 0, steps: 0, sent }
     }
 
     /// Numbers its next claim, made at choice `at`.
@@ -426,7 +383,7 @@ impl Local {
         c.admitted.fetch_add(self.sent.admitted, Relaxed);
         c.batches.fetch_add(self.sent.batches, Relaxed);
         c.bytes.fetch_add(self.sent.bytes, Relaxed);
-        c.known.fetch_add(self.known.hits, Relaxed);
+        c.known.fetch_add(self.known, Relaxed);
         c.most_waiting.fetch_max(self.most as u64, Relaxed);
     }
 }
@@ -801,7 +758,7 @@ impl At<'_, '_> {
             claims.clear();
             let (result, claimed) = {
                 let me = &mut *self.me;
-                let (n, known) = (self.n, &mut self.local.known);
+                let (n, known, pruned) = (self.n, &s.node(self.n).known, &mut self.local.known);
                 let mut v = |state: u64, asleep: u64| {
                     if owner(state, k) == n {
                         // A table's answer may set every bit past the labels'
@@ -809,7 +766,7 @@ impl At<'_, '_> {
                         return me.visit(state, asleep).0.map(|skip| skip & !CLAIMED);
                     }
                     let Some(skip) = known.unsettled(state, asleep) else {
-                        known.hits += 1;
+                        *pruned += 1;
                         return None;
                     };
                     claims.push(Claim { state, asleep, id: 0 });
@@ -869,31 +826,5 @@ impl At<'_, '_> {
         if self.out.claims[o].len() >= s.link.batch {
             self.out.send(s, o, &mut self.local.sent);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Known;
-
-    #[test]
-    fn a_state_claimed_with_a_mask_is_settled_for_every_wider_one_and_no_other() {
-        let mut k = Known::new();
-        // Never claimed: claim it (and remember the mask).
-        assert_eq!(k.unsettled(7, 0b0110), Some(0b0110));
-        // The owner's mask is within 0b0110 now: a visit leaving those asleep
-        // (and more) has nothing to explore; one waking label 0b0010 may,
-        // and leaves alone the labels the first claim explores.
-        assert_eq!(k.unsettled(7, 0b0110), None);
-        assert_eq!(k.unsettled(7, 0b1110), None);
-        assert_eq!(k.unsettled(7, 0b0100), Some(0xffff & !0b0010));
-        // That claim narrowed what is known to 0b0100.
-        assert_eq!(k.unsettled(7, 0b0100), None);
-        assert_eq!(k.unsettled(7, 0), Some(0xffff & !0b0100));
-        assert_eq!(k.unsettled(7, 0b1), None);
-        // Only the 16 mask bits count; the hash 0 is never settled.
-        assert_eq!(k.unsettled(7, 1 << 20), None);
-        assert_eq!(k.unsettled(0, 0xffff), Some(0xffff));
-        assert_eq!(k.unsettled(0, 0xffff), Some(0xffff));
     }
 }
