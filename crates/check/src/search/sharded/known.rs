@@ -22,17 +22,22 @@
 //! keep one of their two words, each a bound of its state's mask.
 //!
 //! Each worker had a cache of its own, of 2^16 slots of 16 bytes (a state
-//! and its bound): one node's of 2^17 words takes the memory one worker's
-//! took and holds twice the states; on two in-process nodes of
-//! `arm64-linux` the search ran 1.05 times `--jobs 2`'s executions where
-//! the workers' own caches ran 1.07, and at four nodes 1.26 where they ran
-//! 1.34 (`bench/2026-12-05-check-sharded-known.md`).
+//! and its bound, 1 MiB a worker). One node's, shared, did better in the
+//! same memory (two in-process nodes of `arm64-linux` 1.05 times `--jobs
+//! 2`'s executions where the workers' own ran 1.07; with four workers a
+//! node 1.08 where they ran 1.12-1.14); how much it holds is what counts:
+//! at 2^17, 2^18, 2^19 and 2^20 words (1 to 8 MiB) two nodes ran 1.06,
+//! 1.05, 1.04 and 1.04 times (`x86-linux-410`), 1.05, 1.03-1.04, 1.02 and
+//! 1.02 (`arm64-linux`). It has 2^18 (2 MiB a node), where the gains of a
+//! further doubling fall to a percent or two
+//! (`bench/2026-12-05-check-sharded-known.md`).
 
 use super::ALL_LABELS;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// `log2` of the slots: 2^17 words, 1 MiB a node.
-const SLOT_BITS: u32 = 17;
+/// `log2` of the slots: 2^18 words, 2 MiB a node (see the module
+/// documentation).
+const SLOT_BITS: u32 = 18;
 /// The slots of a node's [`Known`].
 const KNOWN_SLOTS: usize = 1 << SLOT_BITS;
 /// Where the slot's number lies in a state's hash (its low bits pick the
