@@ -45,6 +45,8 @@ const KNOWN_SLOTS: usize = 1 << SLOT_BITS;
 const SLOT_SHIFT: u32 = 40;
 /// Bits of a slot below the state's: the bound's 16, then the used bit.
 const STATE_SHIFT: u32 = 17;
+const _: () = assert!(ALL_LABELS < 1 << (STATE_SHIFT - 1), "a bound fits below the state's bits");
+const _: () = assert!(STATE_SHIFT <= SLOT_BITS, "the state's 64 - SLOT_BITS bits fit above the bound");
 
 /// A node's cache of bounds of other nodes' states' masks (see the module
 /// documentation).
@@ -60,7 +62,7 @@ impl Known {
     /// The slot of `state`, and the word that names it there with `bound`.
     fn place(&self, state: u64, bound: u64) -> (&AtomicU64, u64) {
         let i = (state >> SLOT_SHIFT) as usize & (KNOWN_SLOTS - 1);
-        // The hash without the slot's bits (47 bits), the bound, the used bit.
+        // The hash's other 46 bits, the bound, the used bit.
         let low = state & ((1 << SLOT_SHIFT) - 1);
         let rest = low | (state >> (SLOT_SHIFT + SLOT_BITS)) << SLOT_SHIFT;
         (&self.slots[i], rest << STATE_SHIFT | (bound & ALL_LABELS) << 1 | 1)
