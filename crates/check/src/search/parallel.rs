@@ -3,7 +3,7 @@
 
 use super::dfs::{backtrack, Dfs, Node, Switches, SWITCHES};
 use super::saved::{self, BodyRead, Out, Reader, Saving, Stopped, Writer};
-use super::table::{Fingerprints, Stored, Table, Visitor};
+use super::table::{states_len, Fingerprints, Stored, Table, Visitor};
 use super::{recycle_choices, Choice, ChoiceKind, Chooser, Foot, Outcome, Stats};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -507,24 +507,13 @@ struct Written {
 /// written none yet or the deltas would outgrow the whole save.
 fn write(shared: &Shared, s: &Saving, extra: &[AtomicU64], written: &mut Option<Written>) -> Result<(), crate::Error> {
     if let Some(b) = written {
-        // The delta's size, known before it is written: what it holds but
-        // its states, and 16 bytes a state.
-        let n = shared.visited.changed();
-        let mut size = Count(16 * n);
-        shared.save_with(&mut size, extra, &mut |w: &mut dyn Out| {
-            w.u64(n);
-            w.u8(0);
-        });
+        // The delta's size, known before it is written: what it holds
+        // besides its states, counted, and its states' bytes.
+        let mut size = Count(states_len(shared.visited.changed()));
+        shared.save_with(&mut size, extra, &mut |_: &mut dyn Out| {});
         if b.deltas + size.0 <= b.base_bytes {
             b.deltas = saved::append_with(&s.dir, saved::DELTAS, b.base, &mut |out: &mut saved::Sink| {
-                shared.save_with(out, extra, &mut |w: &mut dyn Out| {
-                    w.u64(n);
-                    w.u8(0);
-                    shared.visited.drain_changes_with(&mut |fp, m| {
-                        w.u64(fp);
-                        w.u64(m);
-                    });
-                });
+                shared.save_with(out, extra, &mut |w: &mut dyn Out| shared.visited.save_changes(w));
             })?;
             return Ok(());
         }

@@ -857,16 +857,17 @@ impl Table {
         self.hold(shard_of(fp)).0.find(fp)
     }
 
-    /// Writes every entry into a saved search (the count, a 0, then each
-    /// fingerprint and mask: [`Stored`] reads them), counted first (no
-    /// visit may run meanwhile: a saving search's workers wait).
+    /// Writes every entry into a saved search ([`write_states`]), counted
+    /// first (no visit may run meanwhile: a saving search's workers wait).
     pub(super) fn save(&self, w: &mut dyn Out) {
-        w.u64(self.count());
-        w.u8(0);
-        self.each(&mut |fp, m| {
-            w.u64(fp);
-            w.u64(m);
-        });
+        write_states(w, self.count(), &mut |f| self.each(f));
+    }
+
+    /// Writes the entries marked as changes ([`Table::record_changes`]) as
+    /// [`Table::save`] writes every entry, and clears their marks: a saving
+    /// search's delta, or a sharded node's (no visit may run meanwhile).
+    pub(super) fn save_changes(&self, w: &mut dyn Out) {
+        write_states(w, self.changed(), &mut |f| self.drain_changes_with(f));
     }
 
     /// How many entries it holds, counted one by one (exact while visitors
@@ -903,7 +904,7 @@ impl Table {
     }
 
     /// [`Table::drain_changes`], calling `f` with each marked entry.
-    pub(super) fn drain_changes_with(&self, f: &mut dyn FnMut(u64, u64)) {
+    fn drain_changes_with(&self, f: &mut dyn FnMut(u64, u64)) {
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);
             let Some(marks) = &part.changed else { continue };
@@ -980,6 +981,27 @@ impl<'a> Stored<'a> {
         }
         self.pairs.pairs(&mut checked)
     }
+}
+
+/// What lists states to [`write_states`]: it calls its argument with each
+/// fingerprint and mask.
+pub(super) type ListStates<'a> = dyn FnMut(&mut dyn FnMut(u64, u64)) + 'a;
+
+/// Writes `n` states as a save holds them ([`Stored`] reads them): the
+/// count, a 0 (the state of hash 0 apart, as earlier builds wrote it), then
+/// each fingerprint and mask, as `list` hands them to its argument.
+pub(super) fn write_states(w: &mut dyn Out, n: u64, list: &mut ListStates<'_>) {
+    w.u64(n);
+    w.u8(0);
+    list(&mut |fp, m| {
+        w.u64(fp);
+        w.u64(m);
+    });
+}
+
+/// The bytes [`write_states`] writes of `n` states.
+pub(super) fn states_len(n: u64) -> u64 {
+    9 + 16 * n
 }
 
 #[cfg(test)]

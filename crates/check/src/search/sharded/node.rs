@@ -64,7 +64,7 @@
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::parallel::{load_subtrees, save_subtrees};
 use crate::search::saved::{Out, Reader, Writer};
-use crate::search::table::{Fingerprints, Stored};
+use crate::search::table::{states_len, write_states, Fingerprints, Stored};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
@@ -187,12 +187,7 @@ impl ShardNode {
         let node = self.savable(changed_only)?;
         Part::head(out, self.counts(), extra);
         if changed_only {
-            out.u64(node.table.changed());
-            out.u8(0);
-            node.table.drain_changes_with(&mut |fp, m| {
-                out.u64(fp);
-                out.u64(m);
-            });
+            node.table.save_changes(out);
         } else {
             node.table.save(out);
             node.table.drain_changes(false);
@@ -207,7 +202,7 @@ impl ShardNode {
         let mut head = Writer::default();
         Part::head(&mut head, self.counts(), extra);
         let states = if changed_only { node.table.changed() } else { node.table.count() };
-        Ok(head.0.len() as u64 + 9 + 16 * states + self.frontier().len() as u64)
+        Ok(head.0.len() as u64 + states_len(states) + self.frontier().len() as u64)
     }
 
     /// This node's table and queue, if its part of a snapshot can be taken now.
@@ -251,15 +246,16 @@ impl ShardNode {
         let Some(last) = parts.last() else { return Err("no part to merge".into()) };
         let mut w = Writer::default();
         Part::head(&mut w, last.counts, &last.extra);
-        w.u64(parts.iter().map(|p| p.visited.len()).sum());
-        w.u8(0);
-        for p in &parts {
-            p.visited.each(&mut |fp, m| {
-                w.u64(fp);
-                w.u64(m);
-                Ok(())
-            })?;
-        }
+        let mut read = Ok(());
+        write_states(&mut w, parts.iter().map(|p| p.visited.len()).sum(), &mut |f| {
+            read = parts.iter().try_for_each(|p| {
+                p.visited.each(&mut |fp, m| {
+                    f(fp, m);
+                    Ok(())
+                })
+            });
+        });
+        read?;
         save_subtrees(&mut w, last.work.iter());
         Ok(w.0)
     }
