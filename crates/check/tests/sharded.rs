@@ -318,3 +318,30 @@ fn a_snapshots_part_of_another_check_or_damaged_is_refused() {
     let e = Shard::resume(s.clone(), 0, 1, 1, &[&parts[0], &damaged], false).err().expect("a damaged part is refused");
     assert!(e.to_string().contains("node 1's part"), "{e}");
 }
+
+/// A node asked for work (the carrier's `wanted`, held for a whole search
+/// here) gives its worker's shallowest open options to its queue only while
+/// the queue is empty, as the parallel search's workers do: the queue holds
+/// one choice's options at most (measured: 3 at most here; 39 when the
+/// worker split at every execution), and the search is one thread's.
+#[test]
+fn a_node_asked_for_work_queues_one_choices_options_at_a_time() {
+    let s = common::small_spec("arm64-noasid", 1, 5);
+    let one = check(&s).unwrap();
+    let shard = Shard::start(s.clone(), 0, 1, 1, false).unwrap();
+    let wanted = Orders { wanted: true, ..Orders::default() };
+    let mut most = 0;
+    loop {
+        let p = shard.pump(&[], wanted).unwrap();
+        most = most.max(p.queued);
+        if p.open == 0 {
+            shard.finish();
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let t = shard.join().unwrap();
+    assert!(most <= 16, "{most} subtrees queued at once");
+    assert_eq!(t.stats.states, one.explored.states);
+    assert!(t.stats.complete);
+}

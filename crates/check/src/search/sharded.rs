@@ -802,12 +802,27 @@ impl At<'_, '_> {
                 return false;
             }
             if s.wanted() {
-                let given = split_off(&mut t);
-                if !given.is_empty() {
-                    s.open.fetch_add(given.len() as u64, SeqCst);
-                    s.node(self.n).work.lock().expect("no worker panicked holding a queue").extend(given);
-                }
+                self.give_away(&mut t);
             }
+        }
+    }
+
+    /// Puts the untaken options of `t`'s shallowest open choice in its
+    /// node's queue, for a worker that waits (here or, the carrier says, at
+    /// another node), unless the queue holds some already: as the parallel
+    /// search's workers give. Splitting at every execution while the
+    /// carrier said another node waited (a poll apart, milliseconds) filled
+    /// the queue with small subtrees, given away by halves: two nodes over
+    /// TCP gave 77-339 subtrees and ran 1.09-1.11 times `--jobs 2`'s
+    /// executions; with this rule they give one or two and run 1.05 times
+    /// (`bench/2026-12-05-check-sharded-give-when-empty.md`).
+    fn give_away(&mut self, t: &mut Subtree) {
+        let s = self.s;
+        let mut q = s.node(self.n).work.lock().expect("no worker panicked holding a queue");
+        if q.is_empty() {
+            let given = split_off(t);
+            s.open.fetch_add(given.len() as u64, SeqCst);
+            q.extend(given);
         }
     }
 
