@@ -322,8 +322,8 @@ fn a_snapshots_part_of_another_check_or_damaged_is_refused() {
 /// A node asked for work (the carrier's `wanted`, held for a whole search
 /// here) gives its worker's shallowest open options to its queue only while
 /// the queue is empty, as the parallel search's workers do: the queue holds
-/// one choice's options at most (measured: 3 at most here; 39 when the
-/// worker split at every execution), and the search is one thread's.
+/// one choice's options at most (measured: 3 at most here; 37 to 39 when
+/// the worker split at every execution), and it reaches one thread's states.
 #[test]
 fn a_node_asked_for_work_queues_one_choices_options_at_a_time() {
     let s = common::small_spec("arm64-noasid", 1, 5);

@@ -821,8 +821,10 @@ impl At<'_, '_> {
         let mut q = s.node(self.n).work.lock().expect("no worker panicked holding a queue");
         if q.is_empty() {
             let given = split_off(t);
-            s.open.fetch_add(given.len() as u64, SeqCst);
-            q.extend(given);
+            if !given.is_empty() {
+                s.open.fetch_add(given.len() as u64, SeqCst);
+                q.extend(given);
+            }
         }
     }
 
