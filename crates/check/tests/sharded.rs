@@ -30,7 +30,7 @@ fn every_node_count_reaches_the_same_states_and_verdict_as_one_thread() {
             assert!(r.explored.complete, "{what}: incomplete");
             assert!(r.counterexample.is_none(), "{what}: {:?}", r.counterexample);
             assert_eq!(r.explored.states, one.explored.states, "{what}: states differ from one thread's");
-            // Claims sent every 16 executions wait for them as for a latency.
+            // Claims sent every few executions wait for them as for a latency.
             let most = if latency_us == 0 && every == 1 { 1.15 } else { 1.5 };
             within_one_threads_executions(&r, &one, &what, most);
             assert_eq!(traffic.states.len(), nodes, "{what}");

@@ -107,14 +107,18 @@ pub struct Link {
     pub every: u32,
 }
 
-/// The executions a worker runs between sends of its claims by default:
-/// on two cores a claim sent alone cost most of its time in the lines its
-/// batch moved between cores (the batch, the mailbox's queue and count);
-/// a batch of 16 executions' claims (some 40 µs of `arm64-linux`'s search)
-/// took two nodes from 0.7 to 0.8 times the speed of two workers sharing
-/// one table, and the answers' delay explored 1% more executions
-/// (`bench/2026-12-05-check-sharded-send-every.md`).
-pub const SEND_EVERY: u32 = 16;
+/// The executions a worker runs between sends of its claims by default.
+/// A claim sent alone cost most of its time in the lines its batch moved
+/// between cores, and over TCP each message costs its encoding, copies and
+/// system calls, so fewer, larger batches cost less; at two nodes how late
+/// an answer comes does not change the executions. Against 16 (some 40 µs
+/// of `arm64-linux`'s search, `bench/2026-12-05-check-sharded-send-every.md`),
+/// 256 took two node processes from 0.67 to 0.75-0.77 times the speed of
+/// two workers sharing one table on `x86-linux-410` and from 0.76 to
+/// 0.79-0.86 on `arm64-linux`, with the same executions; 1,024 was no
+/// faster (a batch holds at most [`Link::batch`], 256, claims)
+/// (`bench/2026-12-05-check-sharded-give-when-empty.md`).
+pub const SEND_EVERY: u32 = 256;
 
 impl Default for Link {
     fn default() -> Self {
