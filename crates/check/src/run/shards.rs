@@ -103,8 +103,11 @@ type Ran = Result<(Stats, Option<search::Outcome>), Error>;
 /// One node of a sharded check, its workers running on threads of their own.
 pub struct Shard {
     spec: CheckSpec,
-    /// This build and the check, as its snapshot's parts name them.
-    identity: String,
+    /// This build and the check, as its snapshot's parts name them: made
+    /// at the first save, since hashing the build reads its whole file
+    /// (tens of MB), which a search that never saves should not pay while
+    /// its workers run.
+    identity: std::sync::OnceLock<String>,
     node: Arc<search::ShardNode>,
     /// The caller's counters (operations started, rollovers, initiators).
     counters: Arc<[AtomicU64; 3]>,
@@ -260,7 +263,14 @@ impl Shard {
         let (node, counters) = (Arc::new(node), Arc::new(counters.map(AtomicU64::new)));
         let (n, c, s) = (node.clone(), counters.clone(), spec.clone());
         let running = std::thread::spawn(move || with_workers(&s, &shape, &c, None, |each| n.run(each, s.iterations)));
-        Ok(Shard { identity: identity(&spec), spec, node, counters, running: Mutex::new(Some(running)), jobs })
+        Ok(Shard {
+            identity: std::sync::OnceLock::new(),
+            spec,
+            node,
+            counters,
+            running: Mutex::new(Some(running)),
+            jobs,
+        })
     }
 
     /// Its part of a snapshot, as its file holds it (the node's build and
@@ -277,7 +287,7 @@ impl Shard {
     /// The bytes [`Shard::save`] would make now.
     pub fn save_len(&self, delta: bool) -> Result<usize, Error> {
         let body = self.node.save_len(&self.extra(), delta).map_err(|why| Error::Saved { why })?;
-        usize::try_from(search::saved::encoded_len(&self.identity, body))
+        usize::try_from(search::saved::encoded_len(self.identity(), body))
             .map_err(|_| Error::Saved { why: "a part larger than this machine's address space".into() })
     }
 
@@ -286,7 +296,12 @@ impl Shard {
     pub fn save_into(&self, delta: bool, buf: &mut [u8]) -> Result<(), Error> {
         let extra = self.extra();
         let mut body = |out: &mut dyn search::saved::Out| self.node.save(&extra, delta, out);
-        search::saved::encode_into(&self.identity, buf, &mut body).map_err(|why| Error::Saved { why })
+        search::saved::encode_into(self.identity(), buf, &mut body).map_err(|why| Error::Saved { why })
+    }
+
+    /// This build and the check (see the field).
+    fn identity(&self) -> &str {
+        self.identity.get_or_init(|| identity(&self.spec))
     }
 
     /// The caller's counters now.
