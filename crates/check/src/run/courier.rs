@@ -5,7 +5,9 @@
 //! ([`Courier::start`]) it connects to each of the others and runs one
 //! thread that pumps its node ([`Shard::pump`]) and writes what the node
 //! has for node `i` to the connection to `i`, and one thread per incoming
-//! connection that reads the others' messages into its inbox. No message
+//! connection that reads the others' messages into its inbox; both kinds
+//! are batch threads, which wait for a worker's turn to end rather than
+//! preempt it ([`batch_thread`]). No message
 //! passes through the driver, which only polls each node's [`Status`],
 //! gives orders ([`Courier::order`]) and sees the end; on Ray the driver
 //! and the nodes talk through actor calls, the messages through these
@@ -228,6 +230,7 @@ fn net(what: &str, e: &std::io::Error) -> Error {
 
 /// Reads messages from one node until its connection ends.
 fn read_from(stream: TcpStream, post: &Post) {
+    batch_thread();
     let mut r = BufReader::with_capacity(1 << 16, stream);
     let mut len = [0u8; 4];
     while r.read_exact(&mut len).is_ok() {
@@ -245,6 +248,27 @@ fn read_from(stream: TcpStream, post: &Post) {
     }
 }
 
+/// Makes the calling thread (a courier's) one that does not preempt the
+/// search's workers when it wakes: Linux's `SCHED_BATCH`. A courier wakes
+/// for every message, some thousands of times a second; where every core
+/// runs a worker (two node processes of one worker each on two cores),
+/// each wake-up took a worker off its core at once. As a batch thread it
+/// runs when the worker's turn ends, or on an idle core at once as before,
+/// and takes in the messages that arrived meanwhile together. As ordinary
+/// threads the wake-ups cost two node processes some 8% of their time; the
+/// answers that wait for a turn's end cost some 0.4% more executions
+/// (`bench/2026-12-06-check-courier-batch-threads.md`). Where the system
+/// refuses, the thread stays as it was.
+fn batch_thread() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sets the calling thread's scheduling policy (thread 0: the
+    // caller); the parameter is only read.
+    unsafe {
+        let p = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_BATCH, &p);
+    }
+}
+
 fn fail(post: &Post, why: String) {
     *post.status.lock().expect("no thread panicked holding it") = Some(Err(why));
     post.ending.store(true, SeqCst);
@@ -254,6 +278,7 @@ fn fail(post: &Post, why: String) {
 /// Pumps `shard` until the courier closes: takes in what arrived, writes
 /// out what it has for each node (`out[i]`, none for itself).
 fn carry(shard: &Shard, post: &Post, mut out: Vec<Option<BufWriter<TcpStream>>>, pause: Duration) {
+    batch_thread();
     let (mut sent, mut received) = (0u64, 0u64);
     while !post.ending.load(SeqCst) {
         post.bell.wait(pause);
@@ -398,6 +423,21 @@ mod tests {
     fn node(sent: u64, received: u64, open: u64, queued: usize, hungry: usize) -> Status {
         let pumped = Pumped { open, queued, hungry, ..Pumped::default() };
         Status { sent, received, pumped }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_courier_thread_is_a_batch_thread_and_the_others_are_not() {
+        // SAFETY: reads the calling thread's policy.
+        let policy = || unsafe { libc::sched_getscheduler(0) };
+        let before = policy();
+        let courier = std::thread::spawn(move || {
+            batch_thread();
+            policy()
+        });
+        assert_eq!(courier.join().unwrap(), libc::SCHED_BATCH);
+        assert_eq!(policy(), before, "only the courier's own thread changed");
+        assert_ne!(before, libc::SCHED_BATCH);
     }
 
     #[test]
