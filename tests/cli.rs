@@ -417,6 +417,7 @@ fn bench_sharded_reaches_the_states_of_jobs_among_nodes() {
     assert_bad_input(&["bench", "sharded", "--nodes", "300"], "--nodes: give node counts from 1 to 256");
     assert_bad_input(&["bench", "sharded", "--batch", "0"], "--batch 0: give the claims a batch holds");
     assert_bad_input(&["bench", "sharded", "--jobs", "0"], "--jobs 0: give the workers in all");
+    assert_bad_input(&["bench", "sharded", "--latency-us", "99999999999"], "--latency-us 99999999999: at most 1000000");
     assert_bad_input(&["bench", "sharded", "--policy", "nope"], "nope");
 }
 

@@ -50,7 +50,7 @@ pub struct ShardedArgs {
     #[arg(long)]
     pub jobs: Option<usize>,
     /// The time a batch of claims or answers takes to reach its node, in
-    /// microseconds.
+    /// microseconds (at most 1,000,000).
     #[arg(long, default_value_t = 0)]
     pub latency_us: u64,
     /// The most claims a worker sends one node in a batch.
@@ -96,6 +96,10 @@ struct Row {
     jobs_steps: u64,
 }
 
+/// The longest `--latency-us`: a second, more than any network between
+/// machines adds, where an hour's latency would be a search that never ends.
+const MAX_LATENCY_US: u64 = 1_000_000;
+
 /// Bytes in a MiB.
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -107,6 +111,10 @@ pub fn run(mut a: ShardedArgs) -> Result<u8, CliError> {
     }
     if a.batch == 0 {
         return Err("--batch 0: give the claims a batch holds, e.g. --batch 256".into());
+    }
+    if a.latency_us > MAX_LATENCY_US {
+        let why = "a batch that waits longer only stretches the search";
+        return Err(format!("--latency-us {}: at most {MAX_LATENCY_US} (a second): {why}", a.latency_us).into());
     }
     if a.every == 0 {
         return Err(format!("--every 0: give the executions between sends, e.g. --every {SEND_EVERY}").into());
