@@ -244,8 +244,11 @@ static REGIONS: [AtomicUsize; MAX_REGIONS] = [const { AtomicUsize::new(0) }; MAX
 static REGION_LENS: [AtomicUsize; MAX_REGIONS] = [const { AtomicUsize::new(0) }; MAX_REGIONS];
 /// How many entries of [`REGIONS`] are taken.
 static NREGIONS: AtomicUsize = AtomicUsize::new(0);
-/// The most checker threads a process may have.
-const MAX_REGIONS: usize = 256;
+/// The most arena regions a process may have: one a checker thread at once
+/// (a thread that ends leaves its region to the next) and one a C policy's
+/// adopted globals. A search runs at most half as many workers
+/// ([`crate::run::MAX_JOBS`]).
+pub(crate) const MAX_REGIONS: usize = 1024;
 
 /// Returns whether `addr` lies in an arena region.
 fn in_any_arena(addr: usize) -> bool {

@@ -327,6 +327,25 @@ fn exhaustive_jobs(spec: &CheckSpec, jobs: usize, persist: Option<&Persist>) -> 
     conclude(spec, &shape, jobs, (stats, found), counters, tally)
 }
 
+/// The most worker threads a search runs: each checker thread has an arena
+/// of its own ([`crate::arena`]), and a process has room for twice as many,
+/// for the threads of the searches before it and a C policy's regions.
+pub const MAX_JOBS: usize = crate::arena::MAX_REGIONS / 2;
+
+/// Checks that `jobs` workers is a number a search can run: 1 to
+/// [`MAX_JOBS`].
+pub(crate) fn check_jobs(jobs: usize) -> Result<(), Error> {
+    match jobs {
+        0 => Err(Error::NoJobs),
+        j if j > MAX_JOBS => Err(Error::invalid(
+            crate::error::Param::Jobs,
+            j,
+            format!("a search runs at most {MAX_JOBS} worker threads (one a core is fastest)"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Checks what every search by workers needs before its threads start: an
 /// exhaustive check, some workers, a shape and a policy that build. Returns
 /// the shape.
@@ -334,9 +353,7 @@ fn prepare_jobs(spec: &CheckSpec, jobs: usize) -> Result<Shape, Error> {
     if spec.mode != Mode::Exhaustive {
         return Err(Error::JobsNotExhaustive { mode: spec.mode.name() });
     }
-    if jobs == 0 {
-        return Err(Error::NoJobs);
-    }
+    check_jobs(jobs)?;
     let shape = shape(spec)?;
     // Resolve the policy and build its configuration once here, so that a bad
     // name or size fails (with its own message) before any thread starts.

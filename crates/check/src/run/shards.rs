@@ -222,6 +222,7 @@ impl Shard {
     /// snapshots after the first may be deltas ([`Shard::save`]).
     pub fn start(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, deltas: bool) -> Result<Shard, Error> {
         validate(&spec)?;
+        super::check_jobs(jobs)?;
         let node = search::ShardNode::new(me, nodes, jobs, spec.fingerprints()).map_err(invalid)?;
         Shard::launch(spec, node, [0; 3], deltas)
     }
@@ -248,6 +249,7 @@ impl Shard {
     /// one part of the snapshot at a time, not all of them.
     pub fn resuming(spec: CheckSpec, me: usize, nodes: usize, jobs: usize, deltas: bool) -> Result<Resume, Error> {
         validate(&spec)?;
+        super::check_jobs(jobs)?;
         let node = search::ShardNode::resuming(me, nodes, jobs, spec.fingerprints()).map_err(invalid)?;
         Ok(Resume { spec, node, deltas })
     }
