@@ -396,7 +396,7 @@ fn check_jobs_reaches_the_states_one_thread_reaches() {
         "--jobs 0 runs nothing",
     );
     // More workers than a process has arenas for: refused before any
-    // starts (it was a panic in the allocator at the 257th).
+    // starts, not a panic in the allocator when the arenas run out.
     assert_bad_input(
         &["check", "--policy", "arm64-noasid", "--mode", "exhaustive", "--jobs", "100000"],
         "--jobs 100000: a search runs at most 512 worker threads",
