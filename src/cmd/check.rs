@@ -80,8 +80,8 @@ pub struct CheckArgs {
     /// matter (root writes, invalidations, PTE changes, the policy's decisions).
     #[arg(long)]
     verbose: bool,
-    /// Exhaustive mode: worker threads sharing one visited set (default: one per
-    /// core). The verdict and any counterexample are the same for every count;
+    /// Exhaustive mode: worker threads sharing one visited set, 1 to 512
+    /// (default: one per core). The verdict and any counterexample are the same for every count;
     /// with more than one worker the states counted (local steps leave out
     /// states the order decides), the executions, the longest execution and
     /// what one execution reached may differ from run to run: --jobs 1 fixes
