@@ -301,6 +301,24 @@ def test_an_error_names_the_python_keyword_not_the_cli_flag(tmp_path):
         tlbkit.check(policy="arm64-linux", mode="exhaustive", jobs=0)
     with pytest.raises(ValueError, match=r"^mode='sideways': give exhaustive, random or pct$"):
         tlbkit.check(policy="arm64-linux", mode="sideways")
+    # Numbers the native side cannot hold are refused by keyword, not as
+    # a conversion's error naming an internal field.
+    with pytest.raises(ValueError, match=r"^mms=-1: give a whole number, 0 or more$"):
+        tlbkit.check(policy="arm64-linux", mms=-1)
+    with pytest.raises(ValueError, match=r"^asids=1099511627776: too large for any check"):
+        tlbkit.check(policy="arm64-linux", asids=2**40)
+    with pytest.raises(TypeError, match=r"^ops=1.5: give a whole number$"):
+        tlbkit.check(policy="arm64-linux", ops=1.5)
+    with pytest.raises(ValueError, match=r"^jobs=-1: give a whole number, 0 or more$"):
+        tlbkit.check(policy="arm64-linux", mode="exhaustive", jobs=-1)
+    with pytest.raises(ValueError, match=r"^jobs=100000: a search runs at most 512 worker threads"):
+        tlbkit.check(policy="arm64-linux", mode="exhaustive", jobs=100000)
+    with pytest.raises(ValueError, match=r"^cpus=-1: the checker runs 1 to 8 CPUs$"):
+        tlbkit.check(policy="arm64-linux", cpus=-1)
+    with pytest.raises(ValueError, match=r"^cpus=100000000000000000000: too large for any run"):
+        tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", cpus=10**20)
+    with pytest.raises(ValueError, match=r"^seed=-1: give a whole number, 0 or more$"):
+        tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", seed=-1)
 
 
 def test_the_gil_is_released_while_simulating():

@@ -50,6 +50,22 @@ def _sets(params: Optional[Mapping[str, Any]]) -> List[str]:
     return out
 
 
+def _whole(command: str, low: int, high: int, **values: Any) -> None:
+    """Raises for a keyword of ``command`` that is not a whole number from
+    ``low`` to ``high`` (what the native side can hold), naming it, where the
+    conversion would raise without its name; within those, the native side
+    says what range the option itself has."""
+    for name, v in values.items():
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"{name}={v!r}: give a whole number")
+        if v < low:
+            raise ValueError(f"{name}={v}: give a whole number, 0 or more")
+        if v > high:
+            raise ValueError(f"{name}={v}: too large for any {command} (help(tlbkit.{command}) gives its bounds)")
+
+
 @dataclass(frozen=True)
 class RunResult:
     """One run: the fields of ``tlbkit run --format json``."""
@@ -84,8 +100,11 @@ def run(
 ) -> RunResult:
     """Runs ``workload`` under ``policy`` on ``machine``: ``tlbkit run`` with
     ``--set key=value`` for each of ``params``."""
+    cpus, seed = int(cpus), int(seed)
+    _whole("run", -(2**63), 2**63 - 1, cpus=cpus)
+    _whole("run", 0, 2**64 - 1, seed=seed)
     doc = json.loads(
-        _native.run_json(machine, int(cpus), policy, workload, _sets(params), int(seed), bool(strict))
+        _native.run_json(machine, cpus, policy, workload, _sets(params), seed, bool(strict))
     )
     # The document leaves out violations_by_property when there are none.
     fields = {k: doc.get(k, {}) for k in RunResult.__dataclass_fields__ if k != "_doc"}
@@ -306,6 +325,9 @@ def check(
     the lines it reached, with or without a base)."""
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (this machine) or 'ray'")
+    _whole("check", -(2**63), 2**63 - 1, cpus=cpus)
+    _whole("check", 0, 2**32 - 1, asids=asids)
+    _whole("check", 0, 2**64 - 1, mms=mms, pages=pages, ops=ops, seed=seed, iterations=iterations, jobs=jobs)
     if all_violations and executor == "ray":
         raise ValueError("all_violations searches on this machine, on one thread: leave executor out")
     what = dict(
