@@ -289,6 +289,8 @@ def test_an_error_names_the_python_keyword_not_the_cli_flag(tmp_path):
     assert str(e.value).endswith("give another file with results=") and "--results" not in str(e.value)
     with pytest.raises(ValueError, match=r"^jobs=0: give at least one thread$"):
         tlbkit.sweep(grid, jobs=0, results=foreign)
+    with pytest.raises(ValueError, match=r"^jobs=100000000000000000000: too large for any sweep"):
+        tlbkit.sweep(grid, jobs=10**20, results=foreign)
     with pytest.raises(ValueError, match=r"^params=\{'contpte': True\}: give on or off"):
         tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", params={"contpte": True})
     # A run's error and a check's name the keywords, never a --flag.

@@ -440,6 +440,7 @@ def sweep(
         raise ValueError(f"form={form!r}: give 'wide' (a row per run) or 'long' (a row per run and figure)")
     if executor not in (None, "local", "ray"):
         raise ValueError(f"executor {executor!r}: give None (host threads) or 'ray'")
+    _whole("sweep", -(2**63), 2**64 - 1, jobs=jobs)
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs={jobs}: give at least one thread")
     text, origin = _grid_text(grid)
