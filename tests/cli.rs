@@ -889,6 +889,12 @@ fn a_bad_tlb_mode_word_says_what_the_bits_are() {
 fn bench_sim_runs_and_compare_with_bad_values_are_one_line_and_exit_2() {
     assert_bad_input(&["bench", "sim", "--runs", "0"], "--runs 0 times nothing");
     assert_bad_input(&["bench", "sim", "--compare-with", "/bin/true", "--runs", "1"], "needs --runs 2 or more");
+    assert_bad_input(&["bench", "sim", "--runs", "1000000000"], "--runs 1000000000: give at most 1000");
+    assert_bad_input(
+        &["bench", "scale", "--cpus", "4", "--compare-with", "/bin/true", "--runs", "1000000000"],
+        "--runs 1000000000: give at most 1000",
+    );
+    assert_bad_input(&["bench", "--runs", "1000000000"], "--runs 1000000000: give at most 1000");
     assert_bad_input(&["bench", "sim", "--compare-with", "/nonexistent/tlbkit"], "no such file");
     // bench alone is bench sim, and checks the same.
     assert_bad_input(&["bench", "--runs", "0"], "--runs 0 times nothing");

@@ -157,6 +157,9 @@ fn assert_bad_input(extra: &[&str], needle: &str) {
 #[test]
 fn bad_input_exits_2_with_what_would_be_accepted() {
     assert_bad_input(&["--runs", "1"], "give at least 2 runs per policy");
+    // Refused before anything runs, not an allocation of every run at once
+    // that the system cannot give.
+    assert_bad_input(&["--runs", "1000000000"], "--runs 1000000000 is too many: give at most 10000 runs per policy");
     assert_bad_input(&["--policy", "x86-nope"], "unknown policy 'x86-nope'; valid policies:");
     assert_bad_input(&["--policy", "arm64-linux"], "policies that fit");
     assert_bad_input(&["--policy", "x86-linux-pcid"], "given twice");

@@ -31,7 +31,7 @@ pub struct CompareArgs {
     /// A policy (repeat: at least two; the first is the reference).
     #[arg(long = "policy", required = true)]
     policies: Vec<String>,
-    /// Runs per policy, with seeds --seed, --seed + 1, ...
+    /// Runs per policy, 2 to 10,000, with seeds --seed, --seed + 1, ...
     #[arg(long, default_value_t = 10)]
     runs: usize,
     /// The first seed.

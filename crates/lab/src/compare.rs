@@ -127,6 +127,12 @@ pub struct CompareOutput {
 /// The most policies one comparison takes: ministat's seven marks.
 pub const MAX_POLICIES: usize = SYMBOLS.len();
 
+/// The most runs per policy a comparison makes: far more than a t-test of
+/// two means needs (ministat's users give tens), and few enough that the
+/// runs' descriptions and results fit in memory (a billion asked for 240 GB
+/// at once).
+pub const MAX_RUNS: usize = 10_000;
+
 impl CompareSpec {
     /// Returns the runs this comparison makes, policy by policy and seed by seed,
     /// and the figure it compares, after checking the whole request (so bad input
@@ -146,6 +152,9 @@ impl CompareSpec {
         }
         if self.runs < 2 {
             return Err(Error::TooFewRuns { runs: self.runs });
+        }
+        if self.runs > MAX_RUNS {
+            return Err(Error::TooManyRunsEach { runs: self.runs, max: MAX_RUNS });
         }
         let last = self
             .first_seed

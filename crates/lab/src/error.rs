@@ -190,6 +190,13 @@ pub enum Error {
         /// The runs given.
         runs: usize,
     },
+    /// More runs per policy than a comparison holds.
+    TooManyRunsEach {
+        /// The runs given.
+        runs: usize,
+        /// The most it takes.
+        max: usize,
+    },
     /// A comparison's seeds would pass the largest seed.
     SeedOverflow {
         /// The first seed.
@@ -297,7 +304,7 @@ impl Error {
             Error::Sim(e) => e.param(),
             Error::GridRun { source, .. } => source.param(),
             Error::TooFewPolicies { .. } => Some(Param::Policies),
-            Error::TooFewRuns { .. } => Some(Param::Runs),
+            Error::TooFewRuns { .. } | Error::TooManyRunsEach { .. } => Some(Param::Runs),
             Error::SeedOverflow { .. } => Some(Param::Seed),
             Error::UnknownName { param, .. } => Some(param.clone()),
             Error::NoSuchBaseline { .. } => Some(Param::Baseline),
@@ -384,6 +391,11 @@ impl Error {
             Error::PolicyTwice { policy } => format!("policy '{policy}' is given twice; give each policy once"),
             Error::TooFewRuns { runs } => format!(
                 "{} is too few: give at least 2 runs per policy (a standard deviation needs two)",
+                names.given(&Param::Runs, &runs.to_string())
+            ),
+            Error::TooManyRunsEach { runs, max } => format!(
+                "{} is too many: give at most {max} runs per policy (each is a whole simulation, and the \
+                 comparison holds every one)",
                 names.given(&Param::Runs, &runs.to_string())
             ),
             Error::SeedOverflow { seed, runs } => format!(

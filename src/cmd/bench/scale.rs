@@ -61,6 +61,7 @@ fn cpu_counts(values: &[String]) -> Result<Vec<usize>, String> {
 /// returns the exit code.
 pub fn run(a: ScaleArgs) -> Result<u8, CliError> {
     let ScaleArgs { cpus, workloads, policy, sets, format, compare_with, runs } = a;
+    sim::check_runs(runs)?;
     let cpus = cpu_counts(&cpus)?;
     let policy = policy.as_deref().unwrap_or(SCALE_POLICY);
     let specs = scale_specs(&cpus, &workloads, policy, &sets)?;

@@ -20,7 +20,7 @@ use tlbkit_sim::run::{BenchResult, RunSpec};
 #[derive(Args)]
 pub struct SimArgs {
     /// Runs of the fixed workload (default 5); with --compare-with, invocations
-    /// of each build (default 5).
+    /// of each build (default 5); at most 1,000.
     #[arg(long)]
     runs: Option<usize>,
     /// Also time another tlbkit build's `bench` (e.g. an older revision's
@@ -36,6 +36,7 @@ pub struct SimArgs {
 /// Runs `tlbkit bench sim`: the fixed workload's runs in this process, or with
 /// `--compare-with`, both builds' side by side; returns the exit code.
 pub fn run(a: SimArgs) -> Result<u8, CliError> {
+    check_runs(a.runs)?;
     match a.compare_with {
         Some(other) => compare_with(&other, a.runs.unwrap_or(DEFAULT_ROUNDS), a.format),
         None => bench(a.runs.unwrap_or(DEFAULT_RUNS), a.format),
@@ -53,6 +54,19 @@ pub fn spec() -> RunSpec {
         sets: vec!["procs=4".into(), "size_kb=1024".into(), "rounds=10000".into()],
         seed: 1,
         strict: false,
+    }
+}
+
+/// The most `--runs` a bench takes (runs of a few seconds each, or
+/// invocations of two builds): far past what a mean and its spread need, and
+/// few enough that the timings it keeps fit in memory.
+pub(super) const MAX_RUNS: usize = 1000;
+
+/// Refuses `--runs` past [`MAX_RUNS`].
+pub(super) fn check_runs(runs: Option<usize>) -> Result<(), CliError> {
+    match runs {
+        Some(n) if n > MAX_RUNS => Err(format!("--runs {n}: give at most {MAX_RUNS}").into()),
+        _ => Ok(()),
     }
 }
 
