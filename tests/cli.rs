@@ -401,6 +401,10 @@ fn check_jobs_reaches_the_states_one_thread_reaches() {
         &["check", "--policy", "arm64-noasid", "--mode", "exhaustive", "--jobs", "100000"],
         "--jobs 100000: a search runs at most 512 worker threads",
     );
+    assert_bad_input(
+        &["check", "--policy", "arm64-noasid", "--mode", "exhaustive", "--ops", "2", "--checkpoint-every", "1e300"],
+        "--checkpoint-every 1e300: give seconds above 0, at most 31536000 (a year)",
+    );
 }
 
 #[test]

@@ -319,6 +319,8 @@ def test_an_error_names_the_python_keyword_not_the_cli_flag(tmp_path):
         tlbkit.check(policy="arm64-linux", cpus=-1)
     with pytest.raises(ValueError, match=r"^cpus=100000000000000000000: too large for any run"):
         tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", cpus=10**20)
+    with pytest.raises(ValueError, match=r"^checkpoint_every=-1: give seconds above 0$"):
+        tlbkit.check(policy="arm64-linux", mode="exhaustive", executor="ray", checkpoint="ck", checkpoint_every=-1)
     with pytest.raises(ValueError, match=r"^seed=-1: give a whole number, 0 or more$"):
         tlbkit.run(machine="cortex-a72", policy="arm64-linux", workload="lat_ctx", seed=-1)
 

@@ -352,6 +352,8 @@ def check(
         from tlbkit import _ray
 
         saving = {}
+        if not checkpoint_every > 0:
+            raise ValueError(f"checkpoint_every={checkpoint_every}: give seconds above 0")
         if checkpoint is not None or resume or max_memory is not None:
             saving = dict(checkpoint=checkpoint, every_s=checkpoint_every, max_memory=max_memory, resume=resume)
         return _check_result(_ray.check(token, address=address, search=ray_search, **saving))

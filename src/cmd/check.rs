@@ -573,6 +573,13 @@ fn options(a: CheckArgs) -> Result<Options, CliError> {
 /// `--max-memory` and `--checkpoint-every`; `None` when none of the first
 /// three is given (a check that does not save).
 fn save(a: &SaveArgs) -> Result<Option<tlbkit_check::run::Persist>, CliError> {
+    // A save at least once a year: past that (and past what a Duration
+    // holds), the search never saves before its end anyway.
+    const YEAR_S: f64 = 365.0 * 24.0 * 3600.0;
+    if !(a.checkpoint_every.is_finite() && a.checkpoint_every > 0.0 && a.checkpoint_every <= YEAR_S) {
+        let e = a.checkpoint_every;
+        return Err(format!("--checkpoint-every {e:?}: give seconds above 0, at most {YEAR_S} (a year)").into());
+    }
     if a.resume.is_none() && a.checkpoint.is_none() && a.max_memory.is_none() {
         return Ok(None);
     }
@@ -581,9 +588,6 @@ fn save(a: &SaveArgs) -> Result<Option<tlbkit_check::run::Persist>, CliError> {
         .as_deref()
         .map(|m| tlbkit_check::search::saved::parse_size(m).map_err(|e| CliError::from(format!("--max-memory: {e}"))))
         .transpose()?;
-    if !(a.checkpoint_every.is_finite() && a.checkpoint_every > 0.0) {
-        return Err(format!("--checkpoint-every {}: give seconds above 0", a.checkpoint_every).into());
-    }
     let dir = match (&a.resume, &a.checkpoint) {
         (Some(dir), _) | (None, Some(dir)) => dir.clone(),
         (None, None) => std::path::PathBuf::from("tlbkit-checkpoint"),
