@@ -81,11 +81,11 @@ pub struct CheckArgs {
     #[arg(long)]
     verbose: bool,
     /// Exhaustive mode: worker threads sharing one visited set, 1 to 512
-    /// (default: one per core). The verdict and any counterexample are the same for every count;
-    /// with more than one worker the states counted (local steps leave out
-    /// states the order decides), the executions, the longest execution and
-    /// what one execution reached may differ from run to run: --jobs 1 fixes
-    /// them.
+    /// (default: one per core). The verdict and any counterexample are the
+    /// same for every count; with more than one worker the states counted
+    /// (local steps leave out states the order decides), the executions, the
+    /// longest execution and what one execution reached may differ from run
+    /// to run: --jobs 1 fixes them.
     #[arg(long)]
     jobs: Option<usize>,
     /// Start every execution with the schedule of this replay token (a
