@@ -206,7 +206,7 @@ struct State {
     /// value now, so this is a function of the fields' values alone (which
     /// ones were touched, and in what order, drop out), updated in constant
     /// time at each store rather than read field by field at each hash.
-    mem: u64,
+    mem: u128,
     /// Builds with debug assertions: the facade atomics of the policy touched
     /// so far, with their width and value at the first touch, to check
     /// [`State::mem`] against at every state hash.
@@ -251,7 +251,7 @@ struct Core {
     /// [`Core::others`] begin with: written once per scheduling point
     /// ([`Core::refresh_machine`]) for both, since serializing and hashing the
     /// machine is most of either.
-    machine_hash: Cell<u64>,
+    machine_hash: Cell<u128>,
     /// The footprint of the step running, when the chooser wants it.
     foot: RefCell<Option<Foot>>,
     /// Feeds the policy's locked data ([`Policy::hash_locked`]) to a hasher.
@@ -562,6 +562,8 @@ impl Core {
     /// call it first whenever the machine may have changed.
     fn others(&self, cpu: usize) -> u64 {
         let st = self.st.borrow();
+        // Compared only with the same CPU's before and after one step: 64
+        // bits are plenty (a false match per 2^64 steps).
         self.hash_bytes(|h| {
             self.machine_hash.get().hash(h);
             for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
@@ -587,7 +589,7 @@ impl Core {
                     }
                 });
             }
-        })
+        }) as u64
     }
 
     /// Serializes and hashes the machine, as the state hash and
@@ -606,13 +608,14 @@ impl Core {
         }
     }
 
-    /// Returns the XXH3 hash of what `write` writes, in the core's buffer.
-    fn hash_bytes(&self, write: impl FnOnce(&mut StateBytes<'_>)) -> u64 {
+    /// Returns the 128-bit XXH3 hash of what `write` writes, in the core's
+    /// buffer.
+    fn hash_bytes(&self, write: impl FnOnce(&mut StateBytes<'_>)) -> u128 {
         let mut bytes = self.bytes.borrow_mut();
         bytes.clear();
         let mut h = StateBytes(&mut bytes);
         write(&mut h);
-        h.finish()
+        h.wide()
     }
 
     /// Notes in the state that a store of CPU `cpu` to the policy's facade
@@ -684,7 +687,7 @@ impl Core {
     }
 
     /// Makes a choice among `labels`, recording it.
-    fn choose(&self, point: ChoiceKind, labels: &[u32], state: u64) -> Option<usize> {
+    fn choose(&self, point: ChoiceKind, labels: &[u32], state: u128) -> Option<usize> {
         let n = labels.len();
         // A step that chooses an operation is not one transition; one that
         // chooses which value a load reads is one for each option, and its
@@ -718,7 +721,7 @@ impl Core {
 
     /// Returns the hash of the whole state. The machine's part is the hash of
     /// the last [`Core::refresh_machine`]: call it first.
-    fn state_hash(&self) -> u64 {
+    fn state_hash(&self) -> u128 {
         let st = self.st.borrow();
         self.hash_bytes(|h| {
             self.machine_hash.get().hash(h);

@@ -222,11 +222,18 @@
 //!
 //! # How exhaustive mode finishes
 //! Depth-first search over every choice, pruning at any state seen before
-//! (a 64-bit XXH3 hash of the state's bytes, the machine's part by its own
-//! 64-bit XXH3 hash, taken only past the prefix an execution replays; a
-//! collision of either could hide a state, with odds of about n²/2⁶⁴ for n
-//! states). A replayed step is not judged again: the execution
-//! that first took it judged the same state after it.
+//! (a 128-bit XXH3 hash of the state's bytes, taken only past the prefix an
+//! execution replays; the machine's part by its own 128-bit XXH3 hash, the
+//! policy's memory by a 128-bit sum kept at each store). The visited set
+//! keeps 60 to 72 bits of it by the check's CPUs (`search/table.rs`), and a
+//! collision there could hide a state, with odds of about n²/2^(b+1) for n
+//! states of b bits, which the report prints. Each CPU's history (the
+//! events of its operation so far, standing for where its code is) stays a
+//! 64-bit mix: every event's mix is a bijection of the history and of the
+//! event, so two histories of one CPU can agree only where they differ in
+//! two events or more, and they are compared only between states alike in
+//! everything else. A replayed step is not judged again: the execution that
+//! first took it judged the same state after it.
 //!
 //! **Checkpoints** ([`exec::Checkpoints`]; [`search::with_checkpoints`]
 //! turns them off). An execution does not replay its prefix from the start:

@@ -793,7 +793,7 @@ mod soundness {
     struct Reversed<'a>(&'a mut dyn Chooser);
 
     impl Chooser for Reversed<'_> {
-        fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
+        fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u128) -> Pick {
             match self.0.choose(point, labels, state) {
                 Pick::Take(i) => Pick::Take(labels.len() - 1 - i),
                 Pick::Prune => Pick::Prune,
@@ -873,10 +873,10 @@ mod soundness {
 
     /// Records the state hash at every scheduling point of executions chosen by
     /// a fixed pseudo-random sequence.
-    struct Hashes(Vec<u64>, u64);
+    struct Hashes(Vec<u128>, u64);
 
     impl Chooser for Hashes {
-        fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
+        fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u128) -> Pick {
             if point == ChoiceKind::Sched {
                 self.0.push(state);
             }
@@ -891,8 +891,8 @@ mod soundness {
     struct Paths<'a>(&'a Shape);
 
     impl WithPolicy for Paths<'_> {
-        type Out = Vec<Vec<u64>>;
-        fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Vec<Vec<u64>> {
+        type Out = Vec<Vec<u128>>;
+        fn with<P: Policy>(self, build: &dyn Fn() -> P) -> Vec<Vec<u128>> {
             (0..100)
                 .map(|seed| {
                     let mut h = Hashes(Vec::new(), seed);

@@ -197,7 +197,7 @@ struct Snap {
     initiators: u64,
     /// The core's machine hash then (the machine's, unless the state says it
     /// changed since).
-    machine: u64,
+    machine: u128,
     arena: arena::Image,
     /// Per CPU: the lowest address saved and the stack's bytes from there up.
     stacks: Vec<(usize, Vec<u8>)>,

@@ -391,7 +391,7 @@ pub(super) struct Resume {
     /// The state's hash there, where the search computed one (0 otherwise):
     /// builds with debug assertions check that a restored checkpoint
     /// hashes the same.
-    hash: u64,
+    hash: u128,
 }
 
 /// Steps the execution from `from` until it ends, then returns how; with
@@ -624,7 +624,7 @@ fn complete_early(core: &Core, cpu: usize, steps: usize) {
 #[derive(Clone, Copy)]
 struct After {
     cpu: usize,
-    machine: u64,
+    machine: u128,
     others: u64,
 }
 

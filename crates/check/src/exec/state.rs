@@ -116,9 +116,12 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
 }
 
 /// A facade atomic's part of [`State::mem`]: its offset `k` in the arena with
-/// its value `v`, mixed (two rounds of MurmurHash3's 64-bit finaliser, each a
-/// bijection, so that distinct pairs give unrelated words).
-pub(super) fn cell_hash(k: u64, v: u64) -> u64 {
+/// its value `v`, mixed into 128 bits, each half two rounds of MurmurHash3's
+/// 64-bit finaliser (each a bijection, so that distinct pairs give unrelated
+/// words) from the offset salted differently. Two halves, because the state
+/// hash is only as wide as its narrowest part that takes as many values as
+/// the states do (see [`crate::search`]'s fingerprints).
+pub(super) fn cell_hash(k: u64, v: u64) -> u128 {
     fn fmix(mut x: u64) -> u64 {
         x ^= x >> 33;
         x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -126,7 +129,8 @@ pub(super) fn cell_hash(k: u64, v: u64) -> u64 {
         x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
         x ^ (x >> 33)
     }
-    fmix(fmix(k ^ 0x6a09_e667_f3bc_c908) ^ v)
+    let half = |salt: u64| u128::from(fmix(fmix(k ^ salt) ^ v));
+    half(0x6a09_e667_f3bc_c908) | half(0xbb67_ae85_84ca_a73b) << 64
 }
 
 impl State {
@@ -243,6 +247,13 @@ impl Hasher for StateBytes<'_> {
     }
     fn finish(&self) -> u64 {
         xxhash_rust::xxh3::xxh3_64(self.0)
+    }
+}
+
+impl StateBytes<'_> {
+    /// The 128-bit XXH3 hash of what was written.
+    pub(super) fn wide(&self) -> u128 {
+        xxhash_rust::xxh3::xxh3_128(self.0)
     }
 }
 

@@ -218,7 +218,7 @@ pub(super) struct Dfs<'a> {
     prefix: &'a [Choice],
     nodes: &'a mut Vec<Node>,
     at: usize,
-    visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
+    visit: &'a mut dyn FnMut(u128, u64) -> Option<u64>,
     switches: Switches,
     /// The last scheduling choice made, whose step's footprint comes next.
     last_sched: Option<usize>,
@@ -247,7 +247,7 @@ impl<'a> Dfs<'a> {
     pub(super) fn new(
         prefix: &'a [Choice],
         nodes: &'a mut Vec<Node>,
-        visit: &'a mut dyn FnMut(u64, u64) -> Option<u64>,
+        visit: &'a mut dyn FnMut(u128, u64) -> Option<u64>,
         switches: Switches,
     ) -> Self {
         // Only a load's choice: a step that chooses an operation is global
@@ -265,7 +265,7 @@ impl<'a> Dfs<'a> {
 }
 
 impl Chooser for Dfs<'_> {
-    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u128) -> Pick {
         let i = self.at;
         self.at += 1;
         if let Some(c) = self.prefix.get(i) {
@@ -445,7 +445,7 @@ mod tests {
     /// CPUs, then a load's choice of value in that CPU's step, which reports
     /// `stepped`. Returns whether the step was tracked.
     fn replay(prefix: &[Choice], nodes: &mut Vec<Node>, stepped: Foot) -> bool {
-        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut visit = |_: u128, asleep: u64| Some(asleep);
         let mut dfs = Dfs::new(prefix, nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
         assert!(matches!(dfs.choose(ChoiceKind::Sched, &[0, 2], 1), Pick::Take(_)));
         let tracked = dfs.tracks_step();
@@ -481,7 +481,7 @@ mod tests {
         let prefix =
             [Choice { point: ChoiceKind::Sched, n: 2, taken: 0 }, Choice { point: ChoiceKind::Op, n: 2, taken: 1 }];
         let mut nodes = vec![Node::default(), Node::default()];
-        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut visit = |_: u128, asleep: u64| Some(asleep);
         let mut dfs = Dfs::new(&prefix, &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
         assert!(matches!(dfs.choose(ChoiceKind::Sched, &[0, 2], 1), Pick::Take(0)));
         assert!(!dfs.tracks_step(), "an operation's choice makes its step global anyway");

@@ -72,7 +72,7 @@ pub trait Chooser {
     /// `2 * cpu + 1` for draining its store buffer; at a [`ChoiceKind::Op`] it is the
     /// option's index. `state` is the hash of the whole state at a
     /// [`ChoiceKind::Sched`] when [`Chooser::wants_state`], else 0.
-    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick;
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u128) -> Pick;
 
     /// Returns whether the next call of [`Chooser::choose`] needs the state's
     /// hash (asked before every choice at a [`ChoiceKind::Sched`]).

@@ -199,7 +199,7 @@ impl Shared {
         Shared::new(vec![Subtree::below(Vec::new(), Vec::new())], Table::new(fp), max_bytes)
     }
 
-    fn visit(&self, me: &mut Visitor<'_>, state: u64, asleep: u64) -> Option<u64> {
+    fn visit(&self, me: &mut Visitor<'_>, state: u128, asleep: u64) -> Option<u64> {
         let (left, grew) = me.visit(state, asleep);
         if grew > 0 {
             let total = self.table_bytes.fetch_add(grew, Relaxed) + grew;
@@ -754,7 +754,7 @@ mod tests {
     #[test]
     fn a_loads_choice_of_value_is_never_given_away() {
         let mut nodes = Vec::new();
-        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut visit = |_: u128, asleep: u64| Some(asleep);
         let mut dfs = Dfs::new(&[], &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
         dfs.choose(ChoiceKind::Sched, &[0, 2], 1);
         dfs.choose(ChoiceKind::Read, &[0, 1], 0);
@@ -781,7 +781,7 @@ mod tests {
     #[test]
     fn subtrees_that_share_a_prefix_are_written_once_and_read_back_whole() {
         let mut nodes = Vec::new();
-        let mut visit = |_: u64, asleep: u64| Some(asleep);
+        let mut visit = |_: u128, asleep: u64| Some(asleep);
         let mut dfs = Dfs::new(&[], &mut nodes, &mut visit, SWITCHES.with(std::cell::Cell::get));
         for _ in 0..3 {
             dfs.choose(ChoiceKind::Sched, &[0, 2], 0);
@@ -823,14 +823,14 @@ mod tests {
     }
 
     /// A body's states are checked before any goes into a table: a table
-    /// handed a body whose last state is asleep on a label no scheduling
-    /// point has keeps what it held; the same body whole is taken in, and a
+    /// handed a body whose last state has bits no save writes keeps what it
+    /// held; the same body whole is taken in, and a
     /// body cut short is refused as a whole search.
     #[test]
     fn a_body_with_a_bad_state_changes_nothing_in_a_table() {
         let t = Table::new(EIGHT);
         for s in 1..=1000u64 {
-            t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)), 0);
+            t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15).into()), 0);
         }
         let mut w = Writer::default();
         Shared::write_body(&mut w, [5, 0, 3], &[], &mut |w: &mut dyn Out| t.save(w), &[]);
@@ -872,7 +872,7 @@ mod tests {
     }
 
     /// The entries of `t`'s save, sorted.
-    fn sorted_entries(t: &Table) -> Vec<(u64, u64)> {
+    fn sorted_entries(t: &Table) -> Vec<(u128, u64)> {
         let mut w = Writer::default();
         t.save(&mut w);
         let mut e = Table::read_entries(&mut Reader::new(&w.0)).expect("its own save");
@@ -892,7 +892,7 @@ mod tests {
         let s = Saving { dir: dir.clone(), every: Duration::ZERO, max_memory: None, identity: id.into() };
         let mut shared = Shared::fresh(EIGHT, u64::MAX);
         shared.visited.record_changes();
-        let fp = |k: u64| EIGHT.of(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let fp = |k: u64| EIGHT.of(k.wrapping_mul(0x9e37_79b9_7f4a_7c15).into());
         for k in 1..=5000 {
             shared.visited.visit(fp(k), 0xff);
         }

@@ -29,7 +29,7 @@ impl Pct {
 }
 
 impl Chooser for Pct {
-    fn choose(&mut self, point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], _state: u128) -> Pick {
         if point != ChoiceKind::Sched {
             return Pick::Take((self.rng.next_u64() % labels.len() as u64) as usize);
         }

@@ -40,7 +40,7 @@ impl<'a> Prefixed<'a> {
 }
 
 impl Chooser for Prefixed<'_> {
-    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], state: u128) -> Pick {
         let i = self.at;
         self.at += 1;
         if let Some(c) = self.prefix.get(i) {
@@ -134,7 +134,7 @@ impl<'a> Schedule<'a> {
 }
 
 impl Chooser for Schedule<'_> {
-    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u128) -> Pick {
         let Some(&c) = self.choices.get(self.at) else { return Pick::Prune };
         if c as usize >= labels.len() {
             self.mismatch = Some(format!(

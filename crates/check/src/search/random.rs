@@ -12,7 +12,7 @@ struct Random {
 }
 
 impl Chooser for Random {
-    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u128) -> Pick {
         Pick::Take((self.rng.next_u64() % labels.len() as u64) as usize)
     }
 }

@@ -19,7 +19,7 @@ impl<'a> Replay<'a> {
 }
 
 impl Chooser for Replay<'_> {
-    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, _point: ChoiceKind, labels: &[u32], _state: u128) -> Pick {
         let i = self.choices.get(self.at).copied().unwrap_or(0) as usize;
         self.at += 1;
         Pick::Take(i.min(labels.len() - 1))

@@ -84,7 +84,7 @@ const DELTA_MAGIC: &[u8; 8] = b"TLBKITDL";
 
 /// The format's first bytes and version.
 const MAGIC: &[u8; 8] = b"TLBKITSV";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// The header's bytes: the magic, the version, the length of the rest, its
 /// checksum and the checksum of the header's bytes before this one.

@@ -166,7 +166,7 @@ impl<'a> Script<'a> {
 }
 
 impl Chooser for Script<'_> {
-    fn choose(&mut self, point: ChoiceKind, labels: &[u32], _state: u64) -> Pick {
+    fn choose(&mut self, point: ChoiceKind, labels: &[u32], _state: u128) -> Pick {
         if self.error.is_some() || self.finished() {
             return Pick::Prune;
         }

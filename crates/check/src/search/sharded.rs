@@ -158,7 +158,7 @@ pub const MAX_NODES: usize = 256;
 
 #[derive(Clone, Copy)]
 struct Claim {
-    state: u64,
+    state: u128,
     asleep: u64,
     id: u64,
 }
@@ -246,7 +246,7 @@ impl Node {
     /// Node `me` of `k`: its table holds only the parts dealt to it.
     fn new(fp: Fingerprints, me: usize, k: usize) -> Node {
         // A part's number is the low bits of its states' hashes.
-        let table = Table::owning(fp, |p| owner(p as u64, k) == me);
+        let table = Table::owning(fp, |p| owner(p as u128, k) == me);
         Node { table, work: Mutex::new(Vec::new()), claims: Mailbox::new(), known: Known::new() }
     }
 }
@@ -311,8 +311,8 @@ struct Search {
 
 /// The node that owns `state`: its table part's (the fingerprint's low
 /// bits, the hash's), dealt round the nodes.
-fn owner(state: u64, nodes: usize) -> usize {
-    (state & (MAX_NODES as u64 - 1)) as usize % nodes
+fn owner(state: u128, nodes: usize) -> usize {
+    (state & (MAX_NODES as u128 - 1)) as usize % nodes
 }
 
 /// Bits of a claim's number that name the worker that made it.
@@ -763,7 +763,7 @@ impl At<'_, '_> {
             let (result, claimed) = {
                 let me = &mut *self.me;
                 let (n, known, pruned) = (self.n, &s.node(self.n).known, &mut self.local.known);
-                let mut v = |state: u64, asleep: u64| {
+                let mut v = |state: u128, asleep: u64| {
                     if owner(state, k) == n {
                         // A table's answer may set every bit past the labels'
                         // (`CLAIMED`'s too): only a claim carries that flag.

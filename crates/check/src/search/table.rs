@@ -36,13 +36,13 @@
 //!
 //! # What a slot holds
 //!
-//! A state is kept as a fingerprint of its 64-bit hash (hash compaction, as
-//! TLC's and SPIN's): the low 8 bits pick the part; the rest, divided by the
-//! part's number of buckets, gives the home bucket (the remainder) and the
-//! *quotient*, which the slot stores beside the number of the probe that
-//! found it room and the state's sleep mask, one bit for each label a
-//! scheduling point of the check can have (two for each CPU: its step and
-//! its store buffer's drain; [`Fingerprints`]):
+//! A state is kept as a fingerprint of its 128-bit hash (hash compaction,
+//! as TLC's and SPIN's): the low 8 bits pick the part; the next 64 at most,
+//! divided by the part's number of buckets, give the home bucket (the
+//! remainder) and the *quotient*, which the slot stores beside the number
+//! of the probe that found it room and the state's sleep mask, one bit for
+//! each label a scheduling point of the check can have (two for each CPU:
+//! its step and its store buffer's drain; [`Fingerprints`]):
 //!
 //! ```text
 //! bit 63..59           58..L        L-1..0
@@ -53,12 +53,13 @@
 //! probe and the quotient, so a part grows, and a search saves, without the
 //! original hash. A part has at least `2^`[`MIN_BUCKET_BITS`] buckets, where
 //! the quotient has at most `59 - L` bits, so a fingerprint keeps `76 - L`
-//! bits of the hash, at most all 64: the whole hash for a check of up to 6
-//! CPUs, 60 bits for 8. Two states whose hashes agree on those bits are one
-//! state to the search; [`Fingerprints::expected_collisions`] estimates how
-//! many such pairs a search of its size expects (`n²/2^(b+1)` for `b` bits:
-//! about 0.03 at a billion states of 64 bits), and the report prints it as
-//! TLC does.
+//! bits of the hash, at most [`MOST_BITS`] (72, the part's 8 and one word
+//! above them): 72 for a check of 1 or 2 CPUs, 70 for 3, 64 for 6, 60 for
+//! 8. Two states whose hashes agree on those bits are one state to the
+//! search; [`Fingerprints::expected_collisions`] estimates how many such
+//! pairs a search of its size expects (`n²/2^(b+1)` for `b` bits: at a
+//! billion states about 4·10⁻⁴ at 70 bits, 0.03 at 64; at ten billion 0.04
+//! and 2.7), and the report prints it as TLC does.
 //!
 //! # Full parts
 //!
@@ -123,6 +124,9 @@ const FLUSH: u32 = 8;
 pub(super) const ALL_LABELS: u64 = 0xffff;
 /// The slot's bits below the probe's number: the quotient and the mask.
 const BELOW_PROBE: u64 = (1 << PROBE_SHIFT) - 1;
+/// The most bits of a state's hash a fingerprint keeps: its part's, and a
+/// word above them (which a part's home bucket and quotient split).
+const MOST_BITS: u32 = SHARD_BITS + 64;
 
 /// How a visited set keeps a check's states: one bit of a slot for each
 /// label its scheduling points can have, the rest of the slot for the
@@ -151,9 +155,9 @@ impl Fingerprints {
 
     /// Bits of a state hash a fingerprint keeps: what the quotient of a
     /// part of the fewest buckets holds, above the part's and the home
-    /// bucket's.
+    /// bucket's, and at most [`MOST_BITS`].
     pub fn bits(self) -> u32 {
-        (SHARD_BITS + MIN_BUCKET_BITS + PROBE_SHIFT - self.labels).min(64)
+        (SHARD_BITS + MIN_BUCKET_BITS + PROBE_SHIFT - self.labels).min(MOST_BITS)
     }
 
     /// The pairs of states a search that kept `states` expects to have
@@ -164,12 +168,9 @@ impl Fingerprints {
         n * n / 2f64.powi(self.bits() as i32 + 1)
     }
 
-    /// The fingerprint of a state hash.
-    pub(super) fn of(self, state: u64) -> u64 {
-        match self.bits() {
-            64 => state,
-            b => state & ((1 << b) - 1),
-        }
+    /// The fingerprint of a state hash: its low [`Fingerprints::bits`].
+    pub(super) fn of(self, state: u128) -> u128 {
+        state & ((1 << self.bits()) - 1)
     }
 
     /// The slot's bits that hold the mask.
@@ -179,8 +180,19 @@ impl Fingerprints {
 }
 
 /// The part that holds fingerprint `fp`: its low bits.
-fn shard_of(fp: u64) -> usize {
-    (fp & (SHARDS as u64 - 1)) as usize
+fn shard_of(fp: u128) -> usize {
+    (fp & (SHARDS as u128 - 1)) as usize
+}
+
+/// The bits of fingerprint `fp` above its part's: one word, since a
+/// fingerprint has at most [`MOST_BITS`].
+fn rest(fp: u128) -> u64 {
+    (fp >> SHARD_BITS) as u64
+}
+
+/// The fingerprint whose bits above its part's are `rest`, in part `s`.
+fn whole(rest: u64, s: usize) -> u128 {
+    u128::from(rest) << SHARD_BITS | s as u128
 }
 
 /// The buckets part `s` starts with: from 512 for the first part to just
@@ -257,10 +269,10 @@ impl Part {
         (self.slots.len() * 8) as u64
     }
 
-    /// The home bucket and the quotient of fingerprint `fp`: the remainder
-    /// and the quotient of its bits above the part's by the part's buckets.
-    fn place(&self, fp: u64) -> (u64, u64) {
-        let rest = fp >> SHARD_BITS;
+    /// The home bucket and the quotient of a fingerprint whose bits above
+    /// the part's are `rest`: their remainder and quotient by the part's
+    /// buckets.
+    fn place(&self, rest: u64) -> (u64, u64) {
         (rest % self.buckets, rest / self.buckets)
     }
 
@@ -290,11 +302,12 @@ impl Part {
         None
     }
 
-    /// The mask of `fp`, if the part holds it.
+    /// The mask of the fingerprint of bits `rest` above the part's, if the
+    /// part holds it.
     #[cfg(test)]
-    fn find(&self, fp: u64) -> Option<u64> {
+    fn find(&self, rest: u64) -> Option<u64> {
         let mask = self.fp.mask();
-        self.probe(self.place(fp), |_, slot, key| {
+        self.probe(self.place(rest), |_, slot, key| {
             let w = slot.load(Ordering::Acquire);
             (w & !mask == key).then_some(w & mask)
         })
@@ -315,14 +328,15 @@ impl Part {
         !holds_states(self.buckets, len + 1)
     }
 
-    /// Visits fingerprint `fp` with `asleep`, or `Err(())` when the part
-    /// must grow first; `len` tells how many states it holds (read only
-    /// when the state is new). The caller counts a state it adds. A change
-    /// is marked (while changes are recorded) if `record`.
-    fn visit(&self, fp: u64, asleep: u64, record: bool, len: impl Fn() -> usize) -> Result<Visit, ()> {
+    /// Visits the fingerprint of bits `rest` above the part's with
+    /// `asleep`, or `Err(())` when the part must grow first; `len` tells how
+    /// many states it holds (read only when the state is new). The caller
+    /// counts a state it adds. A change is marked (while changes are
+    /// recorded) if `record`.
+    fn visit(&self, rest: u64, asleep: u64, record: bool, len: impl Fn() -> usize) -> Result<Visit, ()> {
         let mask = self.fp.mask();
         let asleep = asleep & mask;
-        let found = self.probe(self.place(fp), |i, slot, key| {
+        let found = self.probe(self.place(rest), |i, slot, key| {
             let mut word = slot.load(Ordering::Acquire);
             if word == 0 {
                 if self.full(len()) {
@@ -399,7 +413,7 @@ impl Part {
     /// The entries go to random buckets of the new part, each a likely
     /// cache miss: an entry is placed, and its home bucket prefetched,
     /// [`AHEAD`] entries before it is put.
-    fn grown(&self, shard: usize, least: u64) -> (Part, usize) {
+    fn grown(&self, least: u64) -> (Part, usize) {
         const AHEAD: usize = 16;
         let mut buckets = larger(self.buckets).max(least);
         'again: loop {
@@ -411,7 +425,7 @@ impl Part {
             let mut entries = self.entries();
             loop {
                 let next = entries.next().map(|(rest, m, changed)| {
-                    let place = p.place(rest << SHARD_BITS | shard as u64);
+                    let place = p.place(rest);
                     prefetch(&p.slots[place.0 as usize * BUCKET]);
                     (place, m, changed)
                 });
@@ -547,7 +561,7 @@ pub(super) struct Visitor<'t> {
 
 impl Visitor<'_> {
     /// [`Table::visit`], as this visitor.
-    pub(super) fn visit(&mut self, state: u64, asleep: u64) -> (Option<u64>, u64) {
+    pub(super) fn visit(&mut self, state: u128, asleep: u64) -> (Option<u64>, u64) {
         let Some(k) = self.flag else { return self.table.visit(state, asleep) };
         let t = self.table;
         debug_assert!(asleep & !t.fp.mask() == 0, "a label past the check's CPUs");
@@ -573,7 +587,7 @@ impl Visitor<'_> {
             }
             let own = *pending as usize;
             let had = part.buckets;
-            let seen = part.visit(fp, asleep, true, || t.lens[s].0.load(Ordering::Relaxed) + own);
+            let seen = part.visit(rest(fp), asleep, true, || t.lens[s].0.load(Ordering::Relaxed) + own);
             if let Ok(Visit::First) = seen {
                 *pending += 1;
                 if *pending == FLUSH {
@@ -718,7 +732,7 @@ impl Table {
     /// (`None`: nothing left to explore here) with the bytes the table grew
     /// by to hold it (0 mostly). A worker visiting often goes through its
     /// [`Table::visitor`] instead.
-    pub(super) fn visit(&self, state: u64, asleep: u64) -> (Option<u64>, u64) {
+    pub(super) fn visit(&self, state: u128, asleep: u64) -> (Option<u64>, u64) {
         debug_assert!(asleep & !self.fp.mask() == 0, "a label past the check's CPUs");
         self.admit(self.fp.of(state), asleep, true)
     }
@@ -726,14 +740,14 @@ impl Table {
     /// [`Table::visit`] of a fingerprint through its part's mutex, marked
     /// as a change (while [`Table::record_changes`] has it record them) if
     /// `record`.
-    fn admit(&self, fp: u64, asleep: u64, record: bool) -> (Option<u64>, u64) {
+    fn admit(&self, fp: u128, asleep: u64, record: bool) -> (Option<u64>, u64) {
         let s = shard_of(fp);
         let mut grew = 0;
         loop {
             let seen = {
                 let (part, _held) = self.hold(s);
                 let len = &self.lens[s].0;
-                match part.visit(fp, asleep, record, || len.load(Ordering::Relaxed)) {
+                match part.visit(rest(fp), asleep, record, || len.load(Ordering::Relaxed)) {
                     Ok(v) => {
                         if let Visit::First = v {
                             len.fetch_add(1, Ordering::Relaxed);
@@ -766,7 +780,7 @@ impl Table {
             wait_while(|| f.inside.load(Ordering::SeqCst) == s as u32 + 1);
         }
         // Every visitor is out and waits; the ways in through the mutex wait for it.
-        let (bigger, n) = part.grown(s, least);
+        let (bigger, n) = part.grown(least);
         self.moved.fetch_add(n, Ordering::Relaxed);
         let grew = bigger.bytes() - part.bytes();
         // SAFETY: nothing else reads or writes the part now (above).
@@ -779,23 +793,23 @@ impl Table {
 
     /// Every `(fingerprint, mask)` it holds.
     #[cfg(test)]
-    pub(super) fn entries(&self) -> Vec<(u64, u64)> {
+    pub(super) fn entries(&self) -> Vec<(u128, u64)> {
         let mut out = Vec::with_capacity(self.len());
         self.each(&mut |fp, m| out.push((fp, m)));
         out
     }
 
     /// Calls `f` with every `(fingerprint, mask)` it holds.
-    fn each(&self, f: &mut dyn FnMut(u64, u64)) {
+    fn each(&self, f: &mut dyn FnMut(u128, u64)) {
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);
-            part.entries().for_each(|(rest, m, _)| f(rest << SHARD_BITS | s as u64, m));
+            part.entries().for_each(|(rest, m, _)| f(whole(rest, s), m));
         }
     }
 
     /// [`Table::admit_stored`] of a list in memory.
     #[cfg(test)]
-    pub(super) fn admit_all(&self, entries: &[(u64, u64)]) -> u64 {
+    pub(super) fn admit_all(&self, entries: &[(u128, u64)]) -> u64 {
         let listed = self.admit_listed(&mut |f| entries.iter().try_for_each(|&(fp, m)| f(fp, m)));
         listed.expect("a list in memory reads without fail")
     }
@@ -811,7 +825,7 @@ impl Table {
     }
 
     /// [`Table::admit_stored`] of the states whose fingerprints `keep` keeps.
-    pub(super) fn admit_stored_where(&self, stored: &[Stored<'_>], keep: &dyn Fn(u64) -> bool) -> Result<u64, String> {
+    pub(super) fn admit_stored_where(&self, stored: &[Stored<'_>], keep: &dyn Fn(u128) -> bool) -> Result<u64, String> {
         self.admit_listed(&mut |f| {
             stored.iter().try_for_each(|s| s.each(&mut |fp, m| if keep(fp) { f(fp, m) } else { Ok(()) }))
         })
@@ -853,8 +867,8 @@ impl Table {
 
     /// The mask of `fp`, if it holds it.
     #[cfg(test)]
-    fn mask_of(&self, fp: u64) -> Option<u64> {
-        self.hold(shard_of(fp)).0.find(fp)
+    fn mask_of(&self, fp: u128) -> Option<u64> {
+        self.hold(shard_of(fp)).0.find(rest(fp))
     }
 
     /// Writes every entry into a saved search ([`write_states`]), counted
@@ -893,7 +907,7 @@ impl Table {
     /// Clears the marks of [`Table::record_changes`]; returns, if `list`,
     /// every `(fingerprint, mask)` they marked, with its mask now. No visit
     /// may run meanwhile (a saving search's workers wait while it saves).
-    pub(super) fn drain_changes(&self, list: bool) -> Vec<(u64, u64)> {
+    pub(super) fn drain_changes(&self, list: bool) -> Vec<(u128, u64)> {
         let mut out = Vec::new();
         self.drain_changes_with(&mut |fp, m| {
             if list {
@@ -904,7 +918,7 @@ impl Table {
     }
 
     /// [`Table::drain_changes`], calling `f` with each marked entry.
-    fn drain_changes_with(&self, f: &mut dyn FnMut(u64, u64)) {
+    fn drain_changes_with(&self, f: &mut dyn FnMut(u128, u64)) {
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);
             let Some(marks) = &part.changed else { continue };
@@ -914,7 +928,7 @@ impl Table {
                     let i = k * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
                     let w = part.slots[i].load(Ordering::Acquire);
-                    f(part.rest_of(i, w) << SHARD_BITS | s as u64, w & part.fp.mask());
+                    f(whole(part.rest_of(i, w), s), w & part.fp.mask());
                 }
             }
         }
@@ -931,7 +945,7 @@ impl Table {
 
     /// Reads what [`Table::save`] wrote into a list.
     #[cfg(test)]
-    pub(super) fn read_entries<'a>(r: &mut impl BodyRead<'a>) -> Result<Vec<(u64, u64)>, String> {
+    pub(super) fn read_entries<'a>(r: &mut impl BodyRead<'a>) -> Result<Vec<(u128, u64)>, String> {
         let stored = Stored::read(r)?;
         let mut out = Vec::new();
         stored.each(&mut |fp, m| {
@@ -944,7 +958,7 @@ impl Table {
 
 /// A list of entries asked for with what to do with each, which may stop
 /// it with an error ([`Table::admit_listed`]).
-type Listing<'f> = dyn FnMut(&mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> + 'f;
+type Listing<'f> = dyn FnMut(&mut dyn FnMut(u128, u64) -> Result<(), String>) -> Result<(), String> + 'f;
 
 /// The states [`Table::save`] wrote into a save's body, where they lie
 /// (in memory, or in the save's file: see `saved/stream.rs`).
@@ -967,35 +981,64 @@ impl<'a> Stored<'a> {
         u64::from(self.zero.is_some()) + self.pairs.len() / 16
     }
 
-    /// Calls `f` with each `(fingerprint, mask)`, until it or a mask's
-    /// check fails.
-    pub(super) fn each(&self, f: &mut dyn FnMut(u64, u64) -> Result<(), String>) -> Result<(), String> {
-        let mut checked = |fp: u64, m: u64| {
-            if m & !ALL_LABELS != 0 {
-                return Err("a visited state asleep on a label past the 16 a scheduling point has".to_string());
-            }
-            f(fp, m)
-        };
+    /// Calls `f` with each `(fingerprint, mask)`, until it or a check of
+    /// what was read fails.
+    pub(super) fn each(&self, f: &mut dyn FnMut(u128, u64) -> Result<(), String>) -> Result<(), String> {
         if let Some(m) = self.zero {
-            checked(0, m)?;
+            if m & !ALL_LABELS != 0 {
+                return Err(PAST_LABELS.to_string());
+            }
+            f(0, m)?;
         }
-        self.pairs.pairs(&mut checked)
+        self.pairs.pairs(&mut |low, high| {
+            let (fp, m) = unpack([low, high])?;
+            f(fp, m)
+        })
     }
 }
 
 /// What lists states to [`write_states`]: it calls its argument with each
 /// fingerprint and mask.
-pub(super) type ListStates<'a> = dyn FnMut(&mut dyn FnMut(u64, u64)) + 'a;
+pub(super) type ListStates<'a> = dyn FnMut(&mut dyn FnMut(u128, u64)) + 'a;
+
+/// Where [`pack`]'s second word holds the state's bits past 64, above the
+/// mask's 16.
+const ABOVE_MASK: u32 = ALL_LABELS.count_ones();
+
+/// A state's hash (or its fingerprint) and a mask of labels in the two
+/// words a save and a sharded search's claim carry: the hash's low 64
+/// bits, then the mask with the hash's bits from 64 to [`MOST_BITS`] above
+/// it. The bits past those are dropped: no check's fingerprint keeps them.
+pub(super) fn pack(state: u128, mask: u64) -> [u64; 2] {
+    debug_assert!(mask & !ALL_LABELS == 0, "a label past the 16 a scheduling point has");
+    let above = (state >> 64) as u64 & ((1 << (MOST_BITS - 64)) - 1);
+    [state as u64, mask | above << ABOVE_MASK]
+}
+
+/// What [`pack`] packed, or why the words are not something it packs.
+pub(super) fn unpack([low, high]: [u64; 2]) -> Result<(u128, u64), String> {
+    let (mask, above) = (high & ALL_LABELS, high >> ABOVE_MASK);
+    if above >> (MOST_BITS - 64) != 0 {
+        return Err(format!("a state's fingerprint wider than the {MOST_BITS} bits a fingerprint keeps"));
+    }
+    Ok((u128::from(low) | u128::from(above) << 64, mask))
+}
+
+/// What [`Stored::each`] says of a mask with a label past the 16 a
+/// scheduling point has.
+const PAST_LABELS: &str = "a visited state asleep on a label past the 16 a scheduling point has";
 
 /// Writes `n` states as a save holds them ([`Stored`] reads them): the
 /// count, a 0 (the state of hash 0 apart, as earlier builds wrote it), then
-/// each fingerprint and mask, as `list` hands them to its argument.
+/// each state in two words, as `list` hands them to its argument: its
+/// fingerprint's low 64 bits, then its mask with the fingerprint's bits
+/// past 64 above it.
 pub(super) fn write_states(w: &mut dyn Out, n: u64, list: &mut ListStates<'_>) {
     w.u64(n);
     w.u8(0);
     list(&mut |fp, m| {
-        w.u64(fp);
-        w.u64(m);
+        debug_assert!(fp >> MOST_BITS == 0, "a fingerprint past what a save holds");
+        pack(fp, m).into_iter().for_each(|word| w.u64(word));
     });
 }
 
@@ -1013,7 +1056,7 @@ mod tests {
 
     /// Godefroid's sleep sets with state caching, on a map: the answers the
     /// table must give.
-    fn reference(map: &mut std::collections::HashMap<u64, u64>, state: u64, asleep: u64) -> Option<u64> {
+    fn reference(map: &mut std::collections::HashMap<u128, u64>, state: u128, asleep: u64) -> Option<u64> {
         match map.get_mut(&state) {
             None => {
                 map.insert(state, asleep);
@@ -1045,7 +1088,7 @@ mod tests {
         for i in 0..400_000u64 {
             next(&mut x);
             // A third of the visits go back to a state seen before.
-            let state = if i % 3 == 0 && i > 0 { EIGHT.of(x % i + 1) } else { EIGHT.of(x) };
+            let state = if i % 3 == 0 && i > 0 { EIGHT.of((x % i + 1).into()) } else { EIGHT.of(x.into()) };
             let asleep = (x >> 40) & 0xffff;
             assert_eq!(t.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
         }
@@ -1066,7 +1109,7 @@ mod tests {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         // Past 92% of 128 parts of up to 5,112 slots: each grows.
         for i in 0..700_000u64 {
-            let state = EIGHT.of(next(&mut x) | 1);
+            let state = EIGHT.of((next(&mut x) | 1).into());
             let asleep = (x >> 40) & 0xffff;
             assert_eq!(me.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
         }
@@ -1084,7 +1127,7 @@ mod tests {
     fn growth_and_a_save_keep_every_state_and_mask() {
         let t = Table::new(EIGHT);
         for s in 1..1_400_000u64 {
-            let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15).into();
             t.visit(h, s & 0xffff);
         }
         let before = t.entries();
@@ -1099,7 +1142,7 @@ mod tests {
         b.sort_unstable();
         assert_eq!(a, b);
         for s in 1..1_400_000u64 {
-            let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let h = s.wrapping_mul(0x9e37_79b9_7f4a_7c15).into();
             assert_eq!(back.mask_of(EIGHT.of(h)), Some(s & 0xffff));
         }
     }
@@ -1111,8 +1154,8 @@ mod tests {
     /// its sizes and they move more than once each).
     #[test]
     fn a_resumed_table_sizes_its_parts_once() {
-        let entries: Vec<(u64, u64)> =
-            (1..1_500_000u64).map(|s| (s.wrapping_mul(0x9e37_79b9_7f4a_7c15), s & 0xffff)).collect();
+        let entries: Vec<(u128, u64)> =
+            (1..1_500_000u64).map(|s| (s.wrapping_mul(0x9e37_79b9_7f4a_7c15).into(), s & 0xffff)).collect();
         let t = Table::new(EIGHT);
         let grew = t.admit_all(&entries);
         assert_eq!(t.bytes(), first_bytes() + grew);
@@ -1146,7 +1189,7 @@ mod tests {
                     // Each worker in its own order (a stride prime to N), so
                     // that they meet mid-growth.
                     for i in 0..N {
-                        let h = ((i * [1, 3, 7, 9][w as usize]) % N).wrapping_mul(0xd6e8_feb8_6659_fd93) | 1;
+                        let h = (((i * [1, 3, 7, 9][w as usize]) % N).wrapping_mul(0xd6e8_feb8_6659_fd93) | 1).into();
                         let mask = 0xffff & !(1 << w);
                         let left = if w == 3 { t.visit(h, mask).0 } else { me.visit(h, mask).0 };
                         if left == Some(mask) {
@@ -1160,7 +1203,7 @@ mod tests {
         assert_eq!(t.len(), N as usize);
         assert_eq!(firsts.load(Ordering::Relaxed), N as usize);
         for i in 0..N {
-            assert_eq!(t.mask_of(EIGHT.of(i.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1)), Some(0xfff0));
+            assert_eq!(t.mask_of(EIGHT.of((i.wrapping_mul(0xd6e8_feb8_6659_fd93) | 1).into())), Some(0xfff0));
         }
     }
 
@@ -1184,7 +1227,7 @@ mod tests {
     fn recorded_changes_are_what_was_added_or_narrowed_since_the_last_drain() {
         let mut t = Table::new(EIGHT);
         t.record_changes();
-        let fp = |k: u64| EIGHT.of(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let fp = |k: u64| EIGHT.of(k.wrapping_mul(0x9e37_79b9_7f4a_7c15).into());
         for k in 0..1_300_000 {
             t.visit(fp(k), 0xff);
         }
@@ -1214,7 +1257,7 @@ mod tests {
         let mut x = 0x853c_49e6_748f_ea9bu64;
         let mut seen = Vec::new();
         for n in 1..=3_000_000u64 {
-            let state = EIGHT.of(next(&mut x));
+            let state = EIGHT.of(next(&mut x).into());
             t.visit(state, n & 0xff);
             if n % 250_000 == 0 && n >= 1_500_000 {
                 seen.push((n, t.bytes() as f64 / t.len() as f64));
@@ -1224,23 +1267,25 @@ mod tests {
         assert!(seen.iter().all(|&(_, b)| b <= 10.0), "bytes a state: {seen:?}");
         let mut y = 0x853c_49e6_748f_ea9bu64;
         for n in 1..=3_000_000u64 {
-            assert_eq!(t.mask_of(EIGHT.of(next(&mut y))), Some(n & 0xff), "state {n}");
+            assert_eq!(t.mask_of(EIGHT.of(next(&mut y).into())), Some(n & 0xff), "state {n}");
         }
     }
 
-    /// A check of up to 6 CPUs keeps the whole hash, one of 8 its low 60
-    /// bits: two hashes apart only above bit 59 are two states to the one
-    /// and one state to the other, and both keep them through growth and a
-    /// save read back.
+    /// A check of 2 CPUs keeps 72 bits of the state's hash, one of 6 keeps
+    /// 64 and one of 8 its low 60: two hashes apart only at bit 71 are two
+    /// states to the first and one to the others, two apart only at bit 72
+    /// one state to all; each keeps them through growth and a save read
+    /// back.
     #[test]
-    fn few_cpus_keep_the_whole_hash() {
-        assert_eq!((Fingerprints::for_cpus(2).bits(), Fingerprints::for_cpus(6).bits()), (64, 64));
+    fn a_fingerprint_keeps_the_bits_its_slots_have_room_for() {
+        let two = Fingerprints::for_cpus(2);
+        assert_eq!((two.bits(), Fingerprints::for_cpus(5).bits(), Fingerprints::for_cpus(6).bits()), (72, 66, 64));
         assert_eq!((Fingerprints::for_cpus(7).bits(), EIGHT.bits()), (62, 60));
-        for (fp, apart) in [(Fingerprints::for_cpus(2), true), (EIGHT, false)] {
+        for (fp, apart) in [(two, true), (EIGHT, false)] {
             let t = Table::new(fp);
-            let high = |s: u64| s.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1 << 62;
+            let low = |s: u64| u128::from(s.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 0x5a << 64;
             for s in 1..1_300_000u64 {
-                t.visit(high(s), s & 0x3);
+                t.visit(low(s) | 1 << 71, s & 0x3);
             }
             assert!(t.bytes() > first_bytes(), "the parts grew");
             let n = t.len();
@@ -1249,13 +1294,23 @@ mod tests {
             let back = Table::new(fp);
             back.admit_all(&Table::read_entries(&mut Reader::new(&w.0)).expect("its own save"));
             for s in 1..1_300_000u64 {
-                assert_eq!(back.mask_of(fp.of(high(s))), Some(s & 0x3), "{fp:?}");
-                let low = high(s) & !(1 << 62);
-                let kept = back.mask_of(fp.of(low));
+                assert_eq!(back.mask_of(fp.of(low(s) | 1 << 71)), Some(s & 0x3), "{fp:?}");
+                assert_eq!(back.mask_of(fp.of(low(s) | 1 << 71 | 1 << 72)), Some(s & 0x3), "{fp:?}, past its bits");
+                let kept = back.mask_of(fp.of(low(s)));
                 assert_eq!(kept, if apart { None } else { Some(s & 0x3) }, "{fp:?}, state {s}");
-                back.visit(low, 0);
+                back.visit(low(s), 0);
             }
             assert_eq!(back.len(), if apart { 2 * n } else { n });
         }
+    }
+
+    /// What [`pack`] packs, [`unpack`] gives back (a state's bits past
+    /// [`MOST_BITS`] dropped), and words with bits past those are refused.
+    #[test]
+    fn a_packed_state_and_mask_unpack_to_themselves() {
+        let state = 0xabcd_u128 << 96 | 0xc3 << 64 | 0x0123_4567_89ab_cdef;
+        assert_eq!(unpack(pack(state, 0xffff)), Ok((state & ((1 << MOST_BITS) - 1), 0xffff)));
+        assert_eq!(unpack(pack(7, 0)), Ok((7, 0)));
+        assert!(unpack([0, 1 << (ABOVE_MASK + 8)]).is_err());
     }
 }

@@ -64,7 +64,7 @@
 use super::{Answer, Claim, Link, Mailbox, Search, Stats, Subtree, Wire, CLAIM_BYTES, MAX_NODES, WORKER_BITS};
 use crate::search::parallel::{load_subtrees, save_subtrees};
 use crate::search::saved::{Out, Reader, Writer};
-use crate::search::table::{states_len, write_states, Fingerprints, Stored};
+use crate::search::table::{pack, states_len, unpack, write_states, Fingerprints, Stored};
 use crate::search::{Outcome, Worker};
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Instant;
@@ -361,7 +361,10 @@ impl ShardNode {
             CLAIMS => {
                 let n = r.len(CLAIM_BYTES as usize)?;
                 let batch = (0..n)
-                    .map(|_| Ok(Claim { state: r.u64()?, asleep: r.u64()?, id: r.u64()? }))
+                    .map(|_| {
+                        let (state, asleep) = unpack([r.u64()?, r.u64()?])?;
+                        Ok(Claim { state, asleep, id: r.u64()? })
+                    })
                     .collect::<Result<Vec<_>, String>>()?;
                 s.node(me).claims.send(now, batch);
             }
@@ -422,8 +425,7 @@ fn encode<T>(kind: u8, batch: &[T], item: impl Fn(&mut Writer, &T)) -> Vec<u8> {
 
 fn encode_claims(batch: &[Claim]) -> Vec<u8> {
     encode(CLAIMS, batch, |w, c| {
-        w.u64(c.state);
-        w.u64(c.asleep);
+        pack(c.state, c.asleep).into_iter().for_each(|word| w.u64(word));
         w.u64(c.id);
     })
 }
