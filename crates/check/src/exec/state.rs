@@ -120,7 +120,7 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
 /// 64-bit finaliser (each a bijection, so that distinct pairs give unrelated
 /// words) from the offset salted differently. Two halves, because the state
 /// hash is only as wide as its narrowest part that takes as many values as
-/// the states do (see [`crate::search`]'s fingerprints).
+/// the states do (the crate documentation, "How exhaustive mode finishes").
 pub(super) fn cell_hash(k: u64, v: u64) -> u128 {
     fn fmix(mut x: u64) -> u64 {
         x ^= x >> 33;
