@@ -41,8 +41,9 @@
 //! divided by the part's number of buckets, give the home bucket (the
 //! remainder) and the *quotient*, which the slot stores beside the number
 //! of the probe that found it room and the state's sleep mask, one bit for
-//! each label a scheduling point of the check can have (two for each CPU:
-//! its step and its store buffer's drain; [`Fingerprints`]):
+//! each label a state of the check can have asleep (two for each CPU: its
+//! step and its store buffer's drain; one, its step, in a check without
+//! store buffers; [`Fingerprints`]):
 //!
 //! ```text
 //! bit 63..59           58..L        L-1..0
@@ -55,7 +56,8 @@
 //! the quotient has at most `59 - L` bits, so a fingerprint keeps `76 - L`
 //! bits of the hash, at most [`MOST_BITS`] (72, the part's 8 and one word
 //! above them): 72 for a check of 1 or 2 CPUs, 70 for 3, 64 for 6, 60 for
-//! 8. Two states whose hashes agree on those bits are one state to the
+//! 8; without store buffers (`sc`) 72 up to 4 CPUs, 70 for 6, 68 for 8.
+//! Two states whose hashes agree on those bits are one state to the
 //! search; [`Fingerprints::expected_collisions`] estimates how many such
 //! pairs a search of its size expects (`n²/2^(b+1)` for `b` bits: at a
 //! billion states about 4·10⁻⁴ at 70 bits, 0.03 at 64; at ten billion 0.04
@@ -129,27 +131,45 @@ const BELOW_PROBE: u64 = (1 << PROBE_SHIFT) - 1;
 const MOST_BITS: u32 = SHARD_BITS + 64;
 
 /// How a visited set keeps a check's states: one bit of a slot for each
-/// label its scheduling points can have, the rest of the slot for the
-/// fingerprint (see the module documentation). Every table of one check
-/// (its workers', its nodes', a save's and a resume's) keeps them alike.
+/// label a state can have asleep, the rest of the slot for the fingerprint
+/// (see the module documentation). Every table of one check (its
+/// workers', its nodes', a save's and a resume's) keeps them alike.
+///
+/// A CPU has two labels, its step (`2c`) and its store buffer's drain
+/// (`2c + 1`); a check without store buffers (`sc`) has only the steps, and
+/// its slots keep a bit for each CPU's step alone, the drains' bits left to
+/// its fingerprint. The table takes and gives masks of labels; only its
+/// slots hold them squeezed ([`Fingerprints::squeeze`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fingerprints {
+    /// The slot's bits for the mask.
     labels: u32,
+    /// Whether the drains' labels are left out (a check without store
+    /// buffers).
+    steps_only: bool,
 }
 
 impl Fingerprints {
-    /// A check of `cpus` CPUs: two labels each.
+    /// A check of `cpus` CPUs with store buffers: two labels each.
     pub const fn for_cpus(cpus: usize) -> Fingerprints {
-        let labels = 2 * cpus;
+        Fingerprints { labels: Fingerprints::slot_bits(2 * cpus, 2), steps_only: false }
+    }
+
+    /// A check of `cpus` CPUs without store buffers (`sc`): each CPU's step,
+    /// a label apiece.
+    pub const fn for_steps(cpus: usize) -> Fingerprints {
+        Fingerprints { labels: Fingerprints::slot_bits(cpus, 1), steps_only: true }
+    }
+
+    /// `labels` kept within `least` and the 16 a scheduling point has.
+    const fn slot_bits(labels: usize, least: usize) -> u32 {
         let most = ALL_LABELS.count_ones() as usize;
-        Fingerprints {
-            labels: if labels < 2 {
-                2
-            } else if labels > most {
-                most as u32
-            } else {
-                labels as u32
-            },
+        if labels < least {
+            least as u32
+        } else if labels > most {
+            most as u32
+        } else {
+            labels as u32
         }
     }
 
@@ -176,6 +196,34 @@ impl Fingerprints {
     /// The slot's bits that hold the mask.
     fn mask(self) -> u64 {
         (1 << self.labels) - 1
+    }
+
+    /// The labels a mask may have: [`Fingerprints::mask`] spread.
+    fn labels_mask(self) -> u64 {
+        self.spread(self.mask())
+    }
+
+    /// A mask of labels as the slot keeps it: without the drains' bits
+    /// when it keeps steps only (each step's bit `2c` to bit `c`).
+    fn squeeze(self, labels: u64) -> u64 {
+        if !self.steps_only {
+            return labels;
+        }
+        let mut m = labels & 0x5555;
+        m = (m | m >> 1) & 0x3333;
+        m = (m | m >> 2) & 0x0f0f;
+        (m | m >> 4) & 0x00ff
+    }
+
+    /// A slot's mask as labels: what [`Fingerprints::squeeze`] squeezed.
+    fn spread(self, kept: u64) -> u64 {
+        if !self.steps_only {
+            return kept;
+        }
+        let mut m = kept & 0x00ff;
+        m = (m | m << 4) & 0x0f0f;
+        m = (m | m << 2) & 0x3333;
+        (m | m << 1) & 0x5555
     }
 }
 
@@ -328,14 +376,14 @@ impl Part {
         !holds_states(self.buckets, len + 1)
     }
 
-    /// Visits the fingerprint of bits `rest` above the part's with
-    /// `asleep`, or `Err(())` when the part must grow first; `len` tells how
-    /// many states it holds (read only when the state is new). The caller
-    /// counts a state it adds. A change is marked (while changes are
-    /// recorded) if `record`.
+    /// Visits the fingerprint of bits `rest` above the part's with the
+    /// labels `asleep`, or `Err(())` when the part must grow first; `len`
+    /// tells how many states it holds (read only when the state is new).
+    /// The caller counts a state it adds. A change is marked (while changes
+    /// are recorded) if `record`.
     fn visit(&self, rest: u64, asleep: u64, record: bool, len: impl Fn() -> usize) -> Result<Visit, ()> {
         let mask = self.fp.mask();
-        let asleep = asleep & mask;
+        let asleep = self.fp.squeeze(asleep) & mask;
         let found = self.probe(self.place(rest), |i, slot, key| {
             let mut word = slot.load(Ordering::Acquire);
             if word == 0 {
@@ -367,7 +415,7 @@ impl Part {
             if record && fresh != 0 {
                 self.mark(i);
             }
-            Some(Ok(Visit::Again { fresh }))
+            Some(Ok(Visit::Again { fresh: self.fp.spread(fresh) }))
         });
         found.unwrap_or(Err(()))
     }
@@ -397,7 +445,8 @@ impl Part {
         self.changed.as_ref().is_some_and(|c| c[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0)
     }
 
-    /// Every `(fingerprint bits above the part's, mask, marked changed)` it holds.
+    /// Every `(fingerprint bits above the part's, mask as the slot keeps
+    /// it, marked changed)` it holds.
     fn entries(&self) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
         let mask = self.fp.mask();
         self.slots.iter().enumerate().filter_map(move |(i, s)| {
@@ -564,7 +613,7 @@ impl Visitor<'_> {
     pub(super) fn visit(&mut self, state: u128, asleep: u64) -> (Option<u64>, u64) {
         let Some(k) = self.flag else { return self.table.visit(state, asleep) };
         let t = self.table;
-        debug_assert!(asleep & !t.fp.mask() == 0, "a label past the check's CPUs");
+        debug_assert!(asleep & !t.fp.labels_mask() == 0, "a label past the check's CPUs");
         let fp = t.fp.of(state);
         let s = shard_of(fp);
         let (shard, flag) = (&t.shards[s], &t.flags[k].inside);
@@ -733,7 +782,7 @@ impl Table {
     /// by to hold it (0 mostly). A worker visiting often goes through its
     /// [`Table::visitor`] instead.
     pub(super) fn visit(&self, state: u128, asleep: u64) -> (Option<u64>, u64) {
-        debug_assert!(asleep & !self.fp.mask() == 0, "a label past the check's CPUs");
+        debug_assert!(asleep & !self.fp.labels_mask() == 0, "a label past the check's CPUs");
         self.admit(self.fp.of(state), asleep, true)
     }
 
@@ -803,7 +852,7 @@ impl Table {
     fn each(&self, f: &mut dyn FnMut(u128, u64)) {
         for s in 0..SHARDS {
             let (part, _held) = self.hold(s);
-            part.entries().for_each(|(rest, m, _)| f(whole(rest, s), m));
+            part.entries().for_each(|(rest, m, _)| f(whole(rest, s), self.fp.spread(m)));
         }
     }
 
@@ -859,7 +908,7 @@ impl Table {
             }
         }
         list(&mut |fp, m| {
-            grew += self.admit(self.fp.of(fp), m & self.fp.mask(), false).1;
+            grew += self.admit(self.fp.of(fp), m & self.fp.labels_mask(), false).1;
             Ok(())
         })?;
         Ok(grew)
@@ -868,7 +917,7 @@ impl Table {
     /// The mask of `fp`, if it holds it.
     #[cfg(test)]
     fn mask_of(&self, fp: u128) -> Option<u64> {
-        self.hold(shard_of(fp)).0.find(rest(fp))
+        self.hold(shard_of(fp)).0.find(rest(fp)).map(|m| self.fp.spread(m))
     }
 
     /// Writes every entry into a saved search ([`write_states`]), counted
@@ -928,7 +977,7 @@ impl Table {
                     let i = k * 64 + bits.trailing_zeros() as usize;
                     bits &= bits - 1;
                     let w = part.slots[i].load(Ordering::Acquire);
-                    f(whole(part.rest_of(i, w), s), w & part.fp.mask());
+                    f(whole(part.rest_of(i, w), s), part.fp.spread(w & part.fp.mask()));
                 }
             }
         }
@@ -1302,6 +1351,35 @@ mod tests {
             }
             assert_eq!(back.len(), if apart { 2 * n } else { n });
         }
+    }
+
+    /// A check without store buffers keeps a bit a CPU for its mask, so
+    /// its fingerprints are wider from four CPUs on (68 bits at 8 where a
+    /// check with buffers keeps 60); the table still takes and gives masks
+    /// of step labels (`2c`), through growth and a save read back, and
+    /// answers as the reference does.
+    #[test]
+    fn a_check_without_store_buffers_keeps_steps_alone_in_its_masks() {
+        let steps = Fingerprints::for_steps(8);
+        assert_eq!((Fingerprints::for_steps(2).bits(), Fingerprints::for_steps(4).bits(), steps.bits()), (72, 72, 68));
+        for m in 0..=0xffu64 {
+            let labels = (0..8).filter(|c| m & 1 << c != 0).fold(0, |l, c| l | 1 << (2 * c));
+            assert_eq!((steps.squeeze(labels), steps.spread(m)), (m, labels));
+        }
+        let t = Table::new(steps);
+        let mut v = std::collections::HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..300_000u64 {
+            let h = next(&mut x);
+            let state = steps.of(u128::from(h) | u128::from(h.rotate_left(23)) << 64);
+            let asleep = (h >> 40) & 0x5555;
+            assert_eq!(t.visit(state, asleep).0, reference(&mut v, state, asleep), "visit {i}");
+        }
+        let mut w = Writer::default();
+        t.save(&mut w);
+        let back = Table::new(steps);
+        back.admit_all(&Table::read_entries(&mut Reader::new(&w.0)).expect("its own save"));
+        assert!(v.iter().all(|(&state, &m)| back.mask_of(state) == Some(m)));
     }
 
     /// What [`pack`] packs, [`unpack`] gives back (a state's bits past
