@@ -133,6 +133,18 @@ fn check_passes_a_small_exhaustive_run_and_reports_json() {
     assert!(j["properties"].as_array().unwrap().iter().any(|p| p == "no_stale_held"));
 }
 
+/// The fingerprint a check reports follows its CPUs and memory model: a
+/// slot keeps a mask bit for each label a state can have asleep, two a CPU
+/// with store buffers and one without (`sc`), the rest of it fingerprint.
+#[test]
+fn a_checks_fingerprint_width_follows_its_cpus_and_memory_model() {
+    for (memory, bits) in [("sc", 70), ("tso", 64)] {
+        let args = ["--mode", "exhaustive", "--cpus", "6", "--mms", "1", "--ops", "1", "--memory", memory];
+        let j = tlbkit_json(&[&["check", "--policy", "arm64-noasid"][..], &args, &["--format", "json"]].concat());
+        assert_eq!(j["fingerprint_bits"].as_u64(), Some(bits), "{memory}: {j}");
+    }
+}
+
 #[test]
 fn check_bad_input_is_exit_2() {
     assert_bad_input(&["check", "--policy", "zoo/nope"], "unknown bug-zoo entry");
