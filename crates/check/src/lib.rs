@@ -230,10 +230,11 @@
 //! states of b bits, which the report prints. Each CPU's history (the
 //! events of its operation so far, standing for where its code is) stays a
 //! 64-bit mix: every event's mix is a bijection of the history and of the
-//! event, so two histories of one CPU can agree only where they differ in
-//! two events or more, and they are compared only between states alike in
-//! everything else. A replayed step is not judged again: the execution that
-//! first took it judged the same state after it.
+//! event, so two histories of one CPU that differ in one event, at the
+//! same place, never agree (any other two with odds of about 2⁻⁶⁴), and
+//! they are compared only between states alike in everything else. A
+//! replayed step is not judged again: the execution that first took it
+//! judged the same state after it.
 //!
 //! **Checkpoints** ([`exec::Checkpoints`]; [`search::with_checkpoints`]
 //! turns them off). An execution does not replay its prefix from the start:
