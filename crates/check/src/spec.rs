@@ -96,7 +96,7 @@ impl CheckSpec {
     /// How its exhaustive search keeps states: every table of it alike, its
     /// workers', nodes' and saves' (a fingerprint of 72 bits at two CPUs;
     /// under `sc`, which has no store buffers, the slots keep no bits for
-    /// drains and the fingerprint is wider from four CPUs on).
+    /// drains and the fingerprint is wider from three CPUs on).
     pub fn fingerprints(&self) -> crate::search::Fingerprints {
         use crate::search::Fingerprints;
         if self.memory.buffered() {
