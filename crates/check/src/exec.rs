@@ -247,10 +247,10 @@ struct Core {
     initiators: Cell<u64>,
     /// The state hash's buffer, kept between hashes ([`StateBytes`]).
     bytes: RefCell<Vec<u8>>,
-    /// The XXH3 hash of the machine's serialization, which the state hash and
-    /// [`Core::others`] begin with: written once per scheduling point
-    /// ([`Core::refresh_machine`]) for both, since serializing and hashing the
-    /// machine is most of either.
+    /// The 128-bit XXH3 hash of the machine's serialization, which the state
+    /// hash and [`Core::others`] begin with: written once per scheduling
+    /// point ([`Core::refresh_machine`]) for both, since serializing and
+    /// hashing the machine is most of either.
     machine_hash: Cell<u128>,
     /// The footprint of the step running, when the chooser wants it.
     foot: RefCell<Option<Foot>>,
@@ -292,10 +292,11 @@ struct OwnerTable<'a> {
 type LockedData = *const (dyn Fn(&mut dyn Hasher) + 'static);
 
 /// The state hash's hasher: every write appends its bytes to a buffer and
-/// `finish` hashes the buffer in one pass with XXH3-64. A state is hundreds of
-/// small fields, and a streaming hasher (SipHash) pays its rounds per field:
-/// that was three quarters of an exhaustive search's time. XXH3 passes
-/// SMHasher, which the collision bound in the crate docs assumes.
+/// [`StateBytes::wide`] hashes the buffer in one pass with XXH3-128 (the
+/// `Hasher` trait's `finish`, XXH3-64, is not used for states). A state is
+/// hundreds of small fields, and a streaming hasher (SipHash) pays its rounds
+/// per field: that was three quarters of an exhaustive search's time. XXH3
+/// passes SMHasher, which the collision bound in the crate docs assumes.
 struct StateBytes<'a>(&'a mut Vec<u8>);
 
 /// Collects a policy's field names ([`Policy::name_fields`]).

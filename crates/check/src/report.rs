@@ -87,8 +87,8 @@ pub struct Explored {
 /// How an exhaustive search kept its states (in JSON, fields of the report).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Kept {
-    /// The bits of a state's hash its visited set keeps (64 for a check of
-    /// up to 6 CPUs, 60 for 8).
+    /// The bits of a state's hash its visited set keeps (72 for a check of
+    /// two CPUs, 60 for 8 with store buffers, 68 for 8 under `sc`).
     pub fingerprint_bits: u32,
     /// The pairs of distinct states the search expects to have taken for
     /// one, their hashes agreeing on those bits (`n²/2^(b+1)` for `n` states
