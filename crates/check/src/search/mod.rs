@@ -24,7 +24,7 @@ mod table;
 
 pub use dfs::{with_checkpoints, with_local_steps, with_reduction, with_renaming};
 pub use exhaustive::exhaustive;
-pub use parallel::{exhaustive_parallel, exhaustive_saving, Worker};
+pub use parallel::{exhaustive_parallel, exhaustive_saving, read_saved_body, Worker};
 pub use prefix::{Prefixed, Schedule};
 pub use random::{randomised, Randomised};
 pub use replay::Replay;

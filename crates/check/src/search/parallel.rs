@@ -341,6 +341,17 @@ pub fn exhaustive_parallel(
     (stats, found)
 }
 
+/// Reads a saved search's body, in memory, as `--resume` reads one (no
+/// counters of the caller's, no deltas): its visited states into a table
+/// kept as `fp` says, its queue and its counts. Returns the counts
+/// (executions, cut executions, most steps) and the states it holds, or
+/// why the body cannot be read. The fuzz target `saved_search` drives it
+/// with arbitrary bytes.
+pub fn read_saved_body(body: &[u8], fp: Fingerprints) -> Result<([u64; 3], u64), String> {
+    let shared = Shared::load_with(&mut Reader::new(body), &mut [], &[], fp, u64::MAX)?;
+    Ok((shared.counts(), shared.visited.len() as u64))
+}
+
 /// [`exhaustive_parallel`], saving itself as [`saved`] says when `saving`
 /// is given (with the caller's own counters, `extra`, saved and restored
 /// beside the search's), and going on from the save body `resume` when
@@ -853,6 +864,20 @@ mod tests {
         assert!(load(&whole[..whole.len() - 8]).is_err());
         let back = load(&whole).expect("the whole body");
         assert_eq!((back.visited.len(), back.counts()), (1000, [5, 0, 3]));
+    }
+
+    /// What [`read_saved_body`] (the fuzz target's way in) reads of a body a
+    /// search wrote: its counts and its states; a body cut short is refused.
+    #[test]
+    fn a_saved_body_reads_back_its_counts_and_states() {
+        let t = Table::new(EIGHT);
+        for s in 1..=1000u64 {
+            t.visit(EIGHT.of(s.wrapping_mul(0x9e37_79b9_7f4a_7c15).into()), 0);
+        }
+        let mut w = Writer::default();
+        Shared::write_body(&mut w, [5, 0, 3], &[], &mut |w: &mut dyn Out| t.save(w), &[]);
+        assert_eq!(read_saved_body(&w.0, EIGHT), Ok(([5, 0, 3], 1000)));
+        assert!(read_saved_body(&w.0[..w.0.len() - 1], EIGHT).is_err());
     }
 
     /// A worker whose execution panics stops the search: the others, waiting
