@@ -293,7 +293,8 @@ type LockedData = *const (dyn Fn(&mut dyn Hasher) + 'static);
 
 /// The state hash's hasher: every write appends its bytes to a buffer and
 /// [`StateBytes::wide`] hashes the buffer in one pass with XXH3-128 (the
-/// `Hasher` trait's `finish`, XXH3-64, is not used for states). A state is
+/// `Hasher` trait's `finish`, XXH3-64, only for a step's footprint, which
+/// needs no more: [`Core::others`]). A state is
 /// hundreds of small fields, and a streaming hasher (SipHash) pays its rounds
 /// per field: that was three quarters of an exhaustive search's time. XXH3
 /// passes SMHasher, which the collision bound in the crate docs assumes.
@@ -565,32 +566,35 @@ impl Core {
         let st = self.st.borrow();
         // Compared only with the same CPU's before and after one step: 64
         // bits are plenty (a false match per 2^64 steps).
-        self.hash_bytes(|h| {
-            self.machine_hash.get().hash(h);
-            for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
-                d.hash(h);
-                // A spin's flags are left out: a store marks the fields it
-                // wrote on every CPU spinning on them, and is dependent on those
-                // CPUs' steps through the field itself (they read it).
-                match &c.block {
-                    Block::Spin(reads, w) => {
-                        std::mem::discriminant(&c.block).hash(h);
-                        reads.iter().for_each(|r| r.0.hash(h));
-                        w.hash(h);
+        self.hash_bytes(
+            |h| h.finish(),
+            |h| {
+                self.machine_hash.get().hash(h);
+                for (d, c) in st.cpus.iter().enumerate().filter(|&(d, _)| d != cpu) {
+                    d.hash(h);
+                    // A spin's flags are left out: a store marks the fields it
+                    // wrote on every CPU spinning on them, and is dependent on those
+                    // CPUs' steps through the field itself (they read it).
+                    match &c.block {
+                        Block::Spin(reads, w) => {
+                            std::mem::discriminant(&c.block).hash(h);
+                            reads.iter().for_each(|r| r.0.hash(h));
+                            w.hash(h);
+                        }
+                        other => other.hash(h),
                     }
-                    other => other.hash(h),
+                    (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(h);
+                    c.interrupted.hash(h);
+                    c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(h));
+                    c.buffer.iter().for_each(|s| {
+                        (s.addr, s.w, s.v).hash(h);
+                        if s.release {
+                            true.hash(h);
+                        }
+                    });
                 }
-                (c.irq_off, c.in_handler, c.sync_out, c.history, c.ops_done, c.next).hash(h);
-                c.interrupted.hash(h);
-                c.pending.iter().for_each(|i| (i.from, i.sync, i.key).hash(h));
-                c.buffer.iter().for_each(|s| {
-                    (s.addr, s.w, s.v).hash(h);
-                    if s.release {
-                        true.hash(h);
-                    }
-                });
-            }
-        }) as u64
+            },
+        )
     }
 
     /// Serializes and hashes the machine, as the state hash and
@@ -598,7 +602,7 @@ impl Core {
     fn refresh_machine(&self) {
         let mut st = self.st.borrow_mut();
         let rename = self.with_chooser(|c| c.renames());
-        self.machine_hash.set(self.hash_bytes(|h| st.m.hash_as(h, rename)));
+        self.machine_hash.set(self.hash_bytes(|h| h.wide(), |h| st.m.hash_as(h, rename)));
         st.m.changed = false;
     }
 
@@ -609,14 +613,14 @@ impl Core {
         }
     }
 
-    /// Returns the 128-bit XXH3 hash of what `write` writes, in the core's
-    /// buffer.
-    fn hash_bytes(&self, write: impl FnOnce(&mut StateBytes<'_>)) -> u128 {
+    /// Returns the hash `finish` makes ([`StateBytes::wide`] or the 64-bit
+    /// `Hasher::finish`) of what `write` writes, in the core's buffer.
+    fn hash_bytes<T>(&self, finish: impl FnOnce(&StateBytes<'_>) -> T, write: impl FnOnce(&mut StateBytes<'_>)) -> T {
         let mut bytes = self.bytes.borrow_mut();
         bytes.clear();
         let mut h = StateBytes(&mut bytes);
         write(&mut h);
-        h.wide()
+        finish(&h)
     }
 
     /// Notes in the state that a store of CPU `cpu` to the policy's facade
@@ -724,33 +728,36 @@ impl Core {
     /// the last [`Core::refresh_machine`]: call it first.
     fn state_hash(&self) -> u128 {
         let st = self.st.borrow();
-        self.hash_bytes(|h| {
-            self.machine_hash.get().hash(h);
-            for c in &st.cpus {
-                c.hash_keyed(h, |a| self.addr_key(a), |w| st.writes > w);
-            }
-            #[cfg(debug_assertions)]
-            {
-                let mem = st.shared.iter().fold(0, |m, (&addr, &(w, first))| {
-                    let k = (addr - self.base) as u64;
-                    // SAFETY: a live facade atomic of width `w` (policy memory).
-                    let now = unsafe { read_raw(addr, w) };
-                    m ^ cell_hash(k, arena::position_free(first)) ^ cell_hash(k, arena::position_free(now))
-                });
-                assert_eq!(mem, st.mem, "a store to the policy's memory went past the checker's hooks");
-            }
-            st.mem.hash(h);
-            // Only `--memory arm` keeps overwritten values: no other state's
-            // hash has their bytes.
-            for o in st.stale.olds() {
-                (self.addr_key(o.addr), arena::position_free(o.v), o.readers).hash(h);
-            }
-            if st.stale.resting() != 0 {
-                st.stale.resting().hash(h);
-            }
-            // SAFETY: the policy outlives the core; no CPU runs during a hash.
-            unsafe { (*self.locked.get())(h) };
-        })
+        self.hash_bytes(
+            |h| h.wide(),
+            |h| {
+                self.machine_hash.get().hash(h);
+                for c in &st.cpus {
+                    c.hash_keyed(h, |a| self.addr_key(a), |w| st.writes > w);
+                }
+                #[cfg(debug_assertions)]
+                {
+                    let mem = st.shared.iter().fold(0, |m, (&addr, &(w, first))| {
+                        let k = (addr - self.base) as u64;
+                        // SAFETY: a live facade atomic of width `w` (policy memory).
+                        let now = unsafe { read_raw(addr, w) };
+                        m ^ cell_hash(k, arena::position_free(first)) ^ cell_hash(k, arena::position_free(now))
+                    });
+                    assert_eq!(mem, st.mem, "a store to the policy's memory went past the checker's hooks");
+                }
+                st.mem.hash(h);
+                // Only `--memory arm` keeps overwritten values: no other state's
+                // hash has their bytes.
+                for o in st.stale.olds() {
+                    (self.addr_key(o.addr), arena::position_free(o.v), o.readers).hash(h);
+                }
+                if st.stale.resting() != 0 {
+                    st.stale.resting().hash(h);
+                }
+                // SAFETY: the policy outlives the core; no CPU runs during a hash.
+                unsafe { (*self.locked.get())(h) };
+            },
+        )
     }
 }
 

@@ -1035,7 +1035,7 @@ impl<'a> Stored<'a> {
     pub(super) fn each(&self, f: &mut dyn FnMut(u128, u64) -> Result<(), String>) -> Result<(), String> {
         if let Some(m) = self.zero {
             if m & !ALL_LABELS != 0 {
-                return Err(PAST_LABELS.to_string());
+                return Err("a visited state asleep on a label past the 16 a scheduling point has".to_string());
             }
             f(0, m)?;
         }
@@ -1072,10 +1072,6 @@ pub(super) fn unpack([low, high]: [u64; 2]) -> Result<(u128, u64), String> {
     }
     Ok((u128::from(low) | u128::from(above) << 64, mask))
 }
-
-/// What [`Stored::each`] says of a mask with a label past the 16 a
-/// scheduling point has.
-const PAST_LABELS: &str = "a visited state asleep on a label past the 16 a scheduling point has";
 
 /// Writes `n` states as a save holds them ([`Stored`] reads them): the
 /// count, a 0 (the state of hash 0 apart, as earlier builds wrote it), then
