@@ -4,7 +4,7 @@
 #     fuzz/run.sh TARGET [EXECUTIONS]
 #
 # TARGET is one of trace_file, lackey, strace, sweep_toml, replay_token, run_set,
-# saved_search, litmus, script, validation_corpus (fuzz/fuzz_targets/TARGET.rs); EXECUTIONS
+# saved_search, litmus, script, validation_corpus, machine_file (fuzz/fuzz_targets/TARGET.rs); EXECUTIONS
 # defaults to 10000000 (0: until stopped). Installs cargo-fuzz from crates.io if it is missing; needs the
 # nightly toolchain (rustup toolchain install nightly). One fuzzing process, in
 # the foreground (libFuzzer's default: no -jobs/-workers/-fork, which would start

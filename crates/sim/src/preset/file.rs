@@ -557,7 +557,7 @@ fn build(chain: Vec<Layer>, file: &str) -> Result<Preset, MachineFileError> {
     }
     let costs = costs.costs(file)?;
     let cost_sources = text("cost_sources")?;
-    let sources = sources(&merged, &cost_sources);
+    let sources = sources(&merged, &cost_sources)?;
     let asid_bits = counts("asid_bits")?
         .into_iter()
         .map(|b| u8::try_from(b).map_err(|_| err(file, format!("asid_bits: {b} bits is more than any machine has"))))
@@ -632,17 +632,31 @@ impl CostMap {
 }
 
 /// Returns each field's source as text: the source, `estimate: why`, or the
-/// file that set a plain value; `notes` is the machine's notes file.
-fn sources(merged: &BTreeMap<String, (Entry, String)>, notes: &str) -> BTreeMap<String, String> {
-    let resolve = |path: &str| -> String {
-        let mut path = path.to_string();
+/// file that set a plain value; `notes` is the machine's notes file. A
+/// `source_as` must lead, sibling by sibling, to a field with a source: one
+/// that names a field the machine does not set, or comes back to itself, is
+/// an error of the file that wrote it.
+fn sources(
+    merged: &BTreeMap<String, (Entry, String)>,
+    notes: &str,
+) -> Result<BTreeMap<String, String>, MachineFileError> {
+    let resolve = |start: &str, set_in: &str| -> Result<String, MachineFileError> {
+        let mut path = start.to_string();
         for _ in 0..=merged.len() {
-            let Some((e, _)) = merged.get(&path) else { return String::new() };
+            let Some((e, _)) = merged.get(&path) else {
+                return Err(err(
+                    set_in,
+                    format!(
+                        "{start}: source_as leads to '{path}', which this machine does not set; name a field of \
+                         the same table that has a source or an estimate"
+                    ),
+                ));
+            };
             match &e.source {
-                Source::Given(s) if s == "notes" => return format!("notes: {notes}"),
-                Source::Given(s) => return s.clone(),
-                Source::Estimate(s) => return format!("estimate: {s}"),
-                Source::File(f) => return format!("set in {f}"),
+                Source::Given(s) if s == "notes" => return Ok(format!("notes: {notes}")),
+                Source::Given(s) => return Ok(s.clone()),
+                Source::Estimate(s) => return Ok(format!("estimate: {s}")),
+                Source::File(f) => return Ok(format!("set in {f}")),
                 Source::As(sibling) => {
                     path = match path.rsplit_once('.') {
                         Some((table, _)) => format!("{table}.{sibling}"),
@@ -651,9 +665,12 @@ fn sources(merged: &BTreeMap<String, (Entry, String)>, notes: &str) -> BTreeMap<
                 }
             }
         }
-        String::new()
+        Err(err(
+            set_in,
+            format!("{start}: its source_as comes back to itself; end it at a field with a source or an estimate"),
+        ))
     };
-    merged.keys().map(|p| (p.clone(), resolve(p))).collect()
+    merged.iter().map(|(p, (_, set_in))| Ok((p.clone(), resolve(p, set_in)?))).collect()
 }
 
 /// Returns the kernel a file names (`linux-6.9`, `freebsd-13`).
@@ -695,8 +712,16 @@ pub fn check(p: &Preset) -> Result<(), String> {
     } else if !t.l2_entries.is_multiple_of(t.l2_ways) {
         bad.push(format!("tlb.l2_entries {} is not a multiple of tlb.l2_ways {}", t.l2_entries, t.l2_ways));
     }
-    if t.l1d_entries > 1 << 16 || t.l2_entries > 1 << 20 || t.pwc_entries > 1 << 16 {
-        bad.push("a [tlb] size is beyond any machine's (L1 and walk cache at most 65536, L2 at most 1048576)".into());
+    let most = crate::tlb::MAX_L1_ENTRIES;
+    if t.l1d_entries > most || t.pwc_entries > most {
+        bad.push(format!(
+            "tlb.l1d_entries {} and tlb.pwc_entries {}: the simulator's L1 TLB and walk cache hold at most {most} \
+             entries each (a machine with more: give {most})",
+            t.l1d_entries, t.pwc_entries
+        ));
+    }
+    if t.l2_entries > 1 << 20 {
+        bad.push(format!("tlb.l2_entries {} is beyond any machine's (at most 1048576)", t.l2_entries));
     }
     if !(p.mem_bw_gbs.is_finite() && p.mem_bw_gbs > 0.0) {
         bad.push(format!("mem_bw_gbs {} must be a positive number", p.mem_bw_gbs));
@@ -803,6 +828,10 @@ mod tests {
             ("name = \"x\"\n[costs_cycles\n", "not TOML"),
             ("name = \"x\"\nbase = \"skx8170\"\n[costs_cycles]\nidle_polling_states = 5\n", "must be 0 to 4"),
             ("name = \"x\"\nbase = \"skx8170\"\n[costs_cycles]\nidle2_residency = 1\n", "must rise with the state's depth"),
+            ("name = \"x\"\nbase = \"milan\"\n[tlb]\npwc_entries = 65\n", "hold at most 64 entries each"),
+            ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl1d_entries = 72\n", "tlb.l1d_entries 72"),
+            ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl2_entries = { value = 2048, source_as = \"l2_entires\" }\n", "tlb.l2_entries: source_as leads to 'tlb.l2_entires', which this machine does not set"),
+            ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl2_entries = { value = 2048, source_as = \"l2_ways\" }\nl2_ways = { value = 8, source_as = \"l2_entries\" }\n", "comes back to itself"),
         ];
         for (text, want) in cases {
             let e = load(text).expect_err(text);
