@@ -20,7 +20,7 @@
 //! with `tests/data/strict_matrix.digest`. A change to the simulator that moves
 //! any cell's result, a TLB hit or an LRU victim included, fails here; a change
 //! meant to move them regenerates the file with
-//! `TLBKIT_BLESS=1 cargo test -p tlbkit-sim --test strict_matrix` and shows it in
+//! `TLBKIT_BLESS=1 cargo test -p tlbkit-sim --test sim strict_matrix` and shows it in
 //! the diff. To see *what* moved, run the test before and after the change with
 //! `TLBKIT_MATRIX_DUMP=DIR`, which also writes every cell's JSON to
 //! `DIR/POLICY/NN-WORKLOAD-CPUS.json`, and compare the two directories

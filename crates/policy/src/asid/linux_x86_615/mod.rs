@@ -150,17 +150,27 @@ impl FlushTlbInfo {
     };
 }
 
-/// A CPU's TLB state (`cpu_tlbstate`, `is_lazy` from `cpu_tlbstate_shared`).
-#[repr(align(64))]
+/// A CPU's TLB state (`cpu_tlbstate`, `is_lazy` from `cpu_tlbstate_shared`),
+/// laid out so that its lines hold what the kernel's hold
+/// (`arch/x86/include/asm/tlbflush.h`, v6.13 to v6.18, `DECLARE_PER_CPU_ALIGNED`):
+/// `loaded_mm`, `last_user_mm`, `loaded_mm_asid`, `next_asid`, the flags, `cr4`
+/// and `ctxs[0..2]` in the first 64 bytes (`ctxs[0]` at 32), `ctxs[2..6]` on the
+/// second line; `is_lazy` alone on a third (`cpu_tlbstate_shared`). So a flush
+/// of slot 0 or 1 (a CPU's first user mm takes slot 1: `next_asid` starts at 1)
+/// writes the line whose `loaded_mm` v6.14's `should_flush_tlb` reads remotely.
+#[repr(C, align(64))]
 struct TlbState {
     /// The mm in CR3 (slot), or [`LOADED_MM_SWITCHING`]. Read by other CPUs.
     loaded_mm: AtomicU32,
-    /// The `ctx_id` of the mm in CR3 (which incarnation of the slot).
+    /// Not the kernel's: the `ctx_id` of the mm in CR3 (which incarnation of the
+    /// slot), where the kernel has `last_user_mm`.
     loaded_ctx_id: AtomicU64,
     /// A dynamic slot (below [`TLB_NR_DYN_ASIDS`]) or a global ASID. Read by other
     /// CPUs (`finish_asid_transition`).
     loaded_mm_asid: AtomicU32,
     next_asid: AtomicU32,
+    /// The CR4 shadow: this CPU's alone, never touched here.
+    _cr4: u64,
     ctxs: [TlbContext; common::TLB_NR_DYN_ASIDS],
     is_lazy: CacheLine<AtomicBool>,
 }
@@ -226,8 +236,9 @@ impl LinuxX86v615 {
     /// Returns the policy for `ncpus` CPUs and `max_mms` address-space slots
     /// (slot 0 is `init_mm`), every CPU on `init_mm` in slot 0.
     pub fn new(ncpus: usize, max_mms: usize, kernel: Kernel) -> Self {
-        let cpu_tlbstate =
-            (0..ncpus).map(|_| boot_tlbstate!(TlbState { is_lazy: CacheLine(AtomicBool::new(false)) })).collect();
+        let cpu_tlbstate = (0..ncpus)
+            .map(|_| boot_tlbstate!(TlbState { _cr4: 0, is_lazy: CacheLine(AtomicBool::new(false)) }))
+            .collect();
         let mms = boot_mms(max_mms, |ctx_id| MmContext {
             ctx_id,
             tlb_gen: AtomicU64::new(0),
@@ -527,7 +538,9 @@ impl LinuxX86v615 {
 
         if need_flush {
             debug_assert!(asid < TLB_NR_DYN_ASIDS, "a global ASID is never flushed at a switch");
-            st.ctxs[asid as usize].fill(self.ctx_id(next), next_tlb_gen);
+            let slot = &st.ctxs[asid as usize];
+            hw.shared(addr_of(slot), Access::Write);
+            slot.fill(self.ctx_id(next), next_tlb_gen);
         }
         hw.write_root(Root::Mm(next), kern_pcid(asid), !need_flush);
         // Relaxed: CR3 was written first (it serialises); readers of loaded_mm
@@ -602,8 +615,11 @@ impl LinuxX86v615 {
         // PTI's user PCID as `linux_pcid`'s flush function.
         let range = f.extent.partial(f.new_tlb_gen, local_tlb_gen, mm_tlb_gen);
         flush_local(hw, self.pti, kern_pcid(asid), user_pcid(asid), Root::Mm(loaded_mm), range);
+        let slot = &st.ctxs[asid as usize];
+        // Slots 0 and 1 share the line of `loaded_mm` (the struct's docs).
+        hw.shared(addr_of(slot), Access::Write);
         // Relaxed: this CPU's own slot.
-        st.ctxs[asid as usize].tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
+        slot.tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
     }
 
     /// Whether CPU `c` gets `f` (`should_flush_tlb`; v6.13's `tlb_is_not_lazy`).

@@ -395,3 +395,40 @@ fn a_lazy_cpu_leaves_for_init_mm_on_a_freed_tables_flush() {
     assert_eq!(log[3], "cpu1: root Mm(MmId(0)) asid 1 noflush true");
     assert_eq!(p.loaded_mm(CpuId(1)), Some(MmId::KERNEL));
 }
+
+#[test]
+fn a_flush_writes_the_line_whose_loaded_mm_the_lazy_mask_reads_remotely() {
+    // The kernel's layout: slots 0 and 1 on the line of `loaded_mm`, slot 2 on
+    // the next, `is_lazy` on a line of its own.
+    let line = |a: usize| a / 64;
+    let p = x86(Kernel::LazyTrim, 2, 1);
+    let st = &p.cpu_tlbstate[1];
+    let state = line(addr_of(&st.loaded_mm));
+    assert_eq!(line(addr_of(&st.loaded_mm_asid)), state);
+    assert_eq!(line(addr_of(&st.ctxs[0].ctx_id)), state);
+    assert_eq!(line(addr_of(&st.ctxs[1].tlb_gen)), state);
+    assert_ne!(line(addr_of(&st.ctxs[2].ctx_id)), state);
+    assert_ne!(line(addr_of(&*st.is_lazy)), state);
+    assert_ne!(line(addr_of(&*st.is_lazy)), line(addr_of(&st.ctxs[5].tlb_gen)));
+
+    // A flush's target writes its slot (slot 1: a CPU's first user mm); v6.14's
+    // `should_flush_tlb` reads the target's `loaded_mm`, on that line, where
+    // v6.13's `tlb_is_not_lazy` reads `is_lazy` alone.
+    for (kernel, reads_state) in [(Kernel::V613, false), (Kernel::LazyTrim, true)] {
+        let p = x86(kernel, 2, 1);
+        let (mut h0, mut h1) = (Rec::new(0, 2), Rec::new(1, 2));
+        (h0.coherence, h1.coherence) = (true, true);
+        p.switch_mm(&h0, MmId(1));
+        p.switch_mm(&h1, MmId(1));
+        assert_eq!(p.cpu_tlbstate[1].loaded_mm_asid.load(Ordering::Relaxed), 1);
+        h0.take();
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        let log = h0.take();
+        let st = &p.cpu_tlbstate[1];
+        let read = format!("shared {:#x} Read", addr_of(st));
+        let written = format!("cpu1: shared {:#x} Write", addr_of(&st.ctxs[1]));
+        assert_eq!(log.contains(&read), reads_state, "{kernel:?}: {log:#?}");
+        assert!(log.contains(&written), "{kernel:?}: {log:#?}");
+        assert_eq!(line(addr_of(&st.ctxs[1])), line(addr_of(st)));
+    }
+}
