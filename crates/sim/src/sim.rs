@@ -95,6 +95,7 @@ mod kswapd;
 #[cfg(test)]
 mod kswapd_tests;
 mod kwork;
+mod lru_add;
 pub use kwork::{KernelEstimate, KERNEL_ESTIMATES};
 mod smt;
 pub use kwork::{zeroing_gbs, MEMCG_DEPTH_MAX, MEM_BW_SUSTAINED};

@@ -2,6 +2,7 @@
 //! faults, and the oracle's judgement of every translation used.
 
 use super::kwork::FaultLock;
+use super::kwork::NewFrame;
 use super::*;
 use crate::error::Error;
 
@@ -457,6 +458,7 @@ impl Sim {
     /// the model's nodes never run out).
     pub(super) fn alloc_frame(&mut self, cpu: usize, now: u64) -> u64 {
         let (pfn, obl) = self.frames.alloc();
+        self.kw.lru.fresh(pfn);
         self.check_reuse(cpu, obl, || format!("frame {pfn}"), now);
         self.frames.set_node(pfn, self.cpu_node(cpu));
         pfn
@@ -587,7 +589,7 @@ impl Sim {
             *self.pt.pte_mut(r) = Pte { floor: pte.floor, floor_obl: pte.floor_obl, ..self.new_pte(ZERO_PFN, false) };
         } else if !pte.valid() {
             let pfn = self.alloc_frame(cpu, now);
-            now = self.kalloc_work(cpu, 1, false, now);
+            now = self.kalloc_work(cpu, NewFrame::Page(pfn), now);
             now = self.write_pages(cpu, 1, None, now);
             // The slot keeps its floor: an entry from before a flushed unmap or
             // zap of this page stays stale after the page is faulted in again.
@@ -602,7 +604,7 @@ impl Sim {
                 // `alloc_zeroed_user_highpage_movable`, charged as a first write).
                 let from_zero = pte.pfn == ZERO_PFN;
                 let pfn = self.alloc_frame(cpu, now);
-                now = self.kalloc_work(cpu, 1, false, now);
+                now = self.kalloc_work(cpu, NewFrame::Page(pfn), now);
                 now = self.write_pages(cpu, 1, (!from_zero).then(|| self.frames.node(pte.pfn)), now);
                 if from_zero {
                     self.memcg_add(mm, va & !4095, pfn, 1);

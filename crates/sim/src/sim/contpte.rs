@@ -92,6 +92,7 @@
 //! was read has been flushed. A TLB that holds a 64 KB and a 4 KB entry of one page
 //! under one tag is a conflict (checked at every fill).
 
+use super::kwork::NewFrame;
 use super::mmap::Zap;
 use super::ptemem::{KernelPtes, Unflushed};
 use super::*;
@@ -467,7 +468,7 @@ impl Sim {
         if self.mem.charges_page_cache() {
             // The allocation's shared work and the zeroing within the
             // node's bandwidth, as an anonymous folio's (sim/file_reclaim.rs).
-            now = self.kalloc_work(cpu, CONT_PTES as u32, true, now);
+            now = self.kalloc_work(cpu, NewFrame::Folio, now);
             now = self.write_pages(cpu, CONT_PTES, None, now);
         } else {
             now += self.m.costs.kernel.page_copy * CONT_PTES;
@@ -559,7 +560,7 @@ impl Sim {
             if (vma.file.is_none() || vma.cow) && mem.sim.frames.refs(orig.pfn) > 1 {
                 // wp_page_copy: the copy first, then ptep_clear_flush and the new PTE.
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
-                mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
+                mem.now = mem.sim.kalloc_work(cpu, NewFrame::Page(pfn), mem.now);
                 let from = mem.sim.frames.node(orig.pfn);
                 mem.now = mem.sim.write_pages(cpu, 1, Some(from), mem.now);
                 let old = arch::ptep_get_and_clear(&mut mem, mm, VirtAddr(page));
@@ -629,7 +630,7 @@ impl Sim {
                 // The file's page into the page cache first, then the copy.
                 let (cached, t) = mem.sim.page_cache(cpu, f, vma.file_page(va), mem.now);
                 let pfn = mem.sim.alloc_frame(cpu, t);
-                mem.now = mem.sim.kalloc_work(cpu, 1, false, t);
+                mem.now = mem.sim.kalloc_work(cpu, NewFrame::Page(pfn), t);
                 let from = mem.sim.frames.node(cached);
                 mem.now = mem.sim.write_pages(cpu, 1, Some(from), mem.now);
                 pfn
@@ -641,13 +642,13 @@ impl Sim {
             }
             None if fits => {
                 let pfn = mem.sim.alloc_folio(cpu, FrameKind::AnonFolio, mem.now);
-                mem.now = mem.sim.kalloc_work(cpu, CONT_PTES as u32, true, mem.now);
+                mem.now = mem.sim.kalloc_work(cpu, NewFrame::Folio, mem.now);
                 mem.now = mem.sim.write_pages(cpu, CONT_PTES, None, mem.now);
                 pfn
             }
             None => {
                 let pfn = mem.sim.alloc_frame(cpu, mem.now);
-                mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
+                mem.now = mem.sim.kalloc_work(cpu, NewFrame::Page(pfn), mem.now);
                 mem.now = mem.sim.write_pages(cpu, 1, None, mem.now);
                 pfn
             }

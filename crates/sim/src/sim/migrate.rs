@@ -73,6 +73,7 @@
 //!   target node.
 //! - A waiter sleeps in Linux; here its CPU waits, busy, until the page is back.
 
+use super::kwork::NewFrame;
 use super::ptemem::KernelPtes;
 use super::*;
 use crate::toggle::{MIGRATE_BATCH, TLBBATCH};
@@ -210,7 +211,7 @@ impl Sim {
             let cpu = mem.cpu;
             let new = mem.sim.alloc_frame(cpu, mem.now);
             mem.sim.frames.set_node(new, to);
-            mem.now = mem.sim.kalloc_work(cpu, 1, false, mem.now);
+            mem.now = mem.sim.kalloc_work(cpu, NewFrame::Page(new), mem.now);
             mem.now = mem.sim.write_pages(cpu, 1, Some(mem.sim.frames.node(old.pfn)), mem.now);
             mem.set(mm, va, PteVal::new(new, old.flags));
             mem.now += c.kernel.zap_page;
