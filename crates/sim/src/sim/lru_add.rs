@@ -149,6 +149,36 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preset::{self, Kernel};
+    use crate::sim::kwork::{NewFrame, LRU_FOLIO};
+    use crate::sim::SimConfig;
+    use tlbkit_policy::asid::LinuxArm64;
+
+    /// Folios added to or taken off the LRU by `sim` so far.
+    fn lru_folios(sim: &Sim) -> u64 {
+        sim.stats.estimated.lru_folio_cycles / LRU_FOLIO
+    }
+
+    #[test]
+    fn a_large_folio_drains_the_batch_at_once_and_a_page_waits_for_a_full_one() {
+        let run = |kernel: Kernel| {
+            let mut p = preset::named("altra");
+            p.kernel = kernel;
+            let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap());
+            let mut now = 0;
+            for _ in 0..3 {
+                let pfn = sim.alloc_frame(0, now);
+                now = sim.kalloc_work(0, NewFrame::Page(pfn), now);
+            }
+            let pages = lru_folios(&sim);
+            sim.kalloc_work(0, NewFrame::Folio, now);
+            (pages, lru_folios(&sim))
+        };
+        // Linux: three pages wait in the batch; the folio moves all four.
+        assert_eq!(run(Kernel::Linux(6, 6)), (0, 4));
+        // The FreeBSD model's batch fills as it always did.
+        assert_eq!(run(Kernel::FreeBsd(14)), (0, 0));
+    }
 
     #[test]
     fn a_page_unmapped_in_its_batch_is_freed_at_the_drain_once() {
