@@ -1090,16 +1090,14 @@ mod tests {
     #[test]
     fn a_page_zapped_in_its_cpus_lru_batch_is_freed_when_the_batch_drains() {
         // One thread faults and zaps 40 pages in turn; a batch holds 31.
+        use super::super::lru_add::tests::{lru_folios as folios, one_cpu_altra};
         let run = |kernel: Kernel| {
-            let mut p = preset::named("altra");
-            p.kernel = kernel;
-            let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap());
+            let mut sim = one_cpu_altra(kernel);
             sim.spawn(Box::new(FaultAndZap { pages: 40, va: 0, step: 0 })).unwrap();
             sim.run();
             assert!(sim.error.is_none(), "{:?}", sim.error);
             sim
         };
-        let folios = |sim: &Sim| sim.stats.estimated.lru_folio_cycles / LRU_FOLIO;
         // v6.14 drains at each zap: every page joins the LRU and leaves it
         // at its zap, two holds of the lock a page.
         let old = run(Kernel::Linux(6, 14));

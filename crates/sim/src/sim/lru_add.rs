@@ -147,7 +147,7 @@ impl Sim {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::preset::{self, Kernel};
     use crate::sim::kwork::{NewFrame, LRU_FOLIO};
@@ -155,16 +155,21 @@ mod tests {
     use tlbkit_policy::asid::LinuxArm64;
 
     /// Folios added to or taken off the LRU by `sim` so far.
-    fn lru_folios(sim: &Sim) -> u64 {
+    pub(in crate::sim) fn lru_folios(sim: &Sim) -> u64 {
         sim.stats.estimated.lru_folio_cycles / LRU_FOLIO
+    }
+
+    /// A quiet one-CPU Altra whose kernel is `kernel`.
+    pub(in crate::sim) fn one_cpu_altra(kernel: Kernel) -> Sim {
+        let mut p = preset::named("altra");
+        p.kernel = kernel;
+        Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap())
     }
 
     #[test]
     fn a_large_folio_drains_the_batch_at_once_and_a_page_waits_for_a_full_one() {
         let run = |kernel: Kernel| {
-            let mut p = preset::named("altra");
-            p.kernel = kernel;
-            let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap());
+            let mut sim = one_cpu_altra(kernel);
             let mut now = 0;
             for _ in 0..3 {
                 let pfn = sim.alloc_frame(0, now);
