@@ -138,3 +138,19 @@ fn a_page_found_young_twice_is_activated_and_the_active_lists_aging_returns_it()
     assert_eq!((x86.activated, x86.deactivated), (0, 0), "{x86:?}");
     assert!(x86.folios > r.folios, "{x86:?} against {r:?}");
 }
+
+#[test]
+fn a_reclaim_pass_first_drains_its_cpus_lru_add_batch() {
+    // Eight pages faulted under a limit they stay well inside: they wait in
+    // the CPU's batch (15 in v4.14), none yet on the LRU.
+    let cfg = SimConfig { max_mms: 4, max_events: 100_000, ..SimConfig::quiet(preset::named("skylake"), 1, 1) };
+    let mut sim = Sim::new(cfg, LinuxX86::new(1, 4, true));
+    sim.set_mem_limit(1024);
+    sim.spawn(Box::new(TouchOnce { step: 0, pages: 8, file: false })).unwrap();
+    reclaim_when_idle(&mut sim);
+    assert_eq!(sim.kw.lru.pending(0), 8);
+    // shrink_inactive_list's lru_add_drain() moves them before it isolates.
+    let now = sim.end;
+    sim.shrink(0, super::memory::Lru::Memcg, false, now);
+    assert_eq!(sim.kw.lru.pending(0), 0);
+}

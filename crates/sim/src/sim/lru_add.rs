@@ -106,6 +106,12 @@ impl LruAddBatches {
         }
     }
 
+    /// Folios waiting in `cpu`'s batch.
+    #[cfg(test)]
+    pub(super) fn pending(&self, cpu: usize) -> u32 {
+        self.count[cpu]
+    }
+
     /// Empties `cpu`'s batch (`folio_batch_move_lru`); returns what that does.
     pub(super) fn drain(&mut self, cpu: usize) -> Drained {
         let added = std::mem::take(&mut self.count[cpu]);

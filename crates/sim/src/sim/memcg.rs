@@ -271,9 +271,10 @@ impl Sim {
         self.mem.memcg_moved(mm, va, pfn);
     }
 
-    /// One reclaim pass by `cpu` from `now` (module documentation): isolates
-    /// folios from the head of LRU `lru` until they hold [`SWAP_CLUSTER_MAX`]
-    /// pages, then reclaims each (`shrink_inactive_list` → `shrink_folio_list`).
+    /// One reclaim pass by `cpu` from `now` (module documentation): drains the
+    /// CPU's LRU-add batch (`lru_add_drain()`), isolates folios from the head
+    /// of LRU `lru` until they hold [`SWAP_CLUSTER_MAX`] pages, then reclaims
+    /// each (`shrink_inactive_list` → `shrink_folio_list`).
     /// A direct reclaim, or with `by_kswapd` one of a node's `kswapd`
     /// (`sim/kswapd.rs`: the same path on its thread's CPU). Returns the
     /// time after it.
@@ -283,6 +284,8 @@ impl Sim {
             return self.age_active(cpu, lru, now);
         }
         self.mem.count_reclaim_pass(by_kswapd);
+        // shrink_inactive_list's lru_add_drain(), then the isolation's hold.
+        now = self.lru_drain(cpu, now);
         now = self.lru_hold(cpu, now, isolated.len() as u32);
         let batch = self.mem.pageout_batch();
         // Clean page-cache folios are freed together after one flush, at the
@@ -318,8 +321,9 @@ impl Sim {
 
     /// `shrink_active_list` at the end of a pass (`shrink_lruvec` ages the
     /// active list while the inactive one is low, `inactive_is_low`):
-    /// isolates up to [`SWAP_CLUSTER_MAX`] pages from the active list's head
-    /// under the `lru_lock`, clears each folio's young bits
+    /// drains the CPU's LRU-add batch, isolates up to [`SWAP_CLUSTER_MAX`]
+    /// pages from the active list's head under the `lru_lock`, clears each
+    /// folio's young bits
     /// ([`Sim::folio_referenced`]: arm64 flushes each young PTE, x86 does not)
     /// and moves it to the inactive list's tail, whether it was young or not
     /// (only an executable file mapping stays active, and the model maps no
@@ -334,6 +338,8 @@ impl Sim {
             return now;
         }
         let n = isolated.len() as u32;
+        // shrink_active_list's lru_add_drain(), then the isolation's hold.
+        now = self.lru_drain(cpu, now);
         now = self.lru_hold(cpu, now, n);
         for f in isolated {
             let ptes: Vec<(MmId, u64)> = match f.file {
