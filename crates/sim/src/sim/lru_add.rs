@@ -29,7 +29,8 @@
 
 use super::Sim;
 
-/// No CPU's batch holds the frame.
+/// No CPU's batch holds the frame (CPUs number at most
+/// [`crate::preset::MAX_CPUS`], far below it).
 const NONE: u16 = u16::MAX;
 
 /// The LRU-add batches of every CPU of a run.
@@ -78,8 +79,8 @@ impl LruAddBatches {
         }
     }
 
-    /// Puts order-0 page `pfn` (`None`: a large folio, or a page the run
-    /// does not follow) in `cpu`'s batch; returns the folios it then holds.
+    /// Puts order-0 page `pfn` (`None`: a large folio) in `cpu`'s batch;
+    /// returns the folios it then holds.
     pub(super) fn add(&mut self, cpu: usize, pfn: Option<u64>) -> u32 {
         self.count[cpu] += 1;
         if let (Some(pfn), true) = (pfn, self.holds_refs) {
