@@ -1,8 +1,7 @@
 //! Memory accesses: TLB lookups, page walks and fills (speculative ones too), page
 //! faults, and the oracle's judgement of every translation used.
 
-use super::kwork::FaultLock;
-use super::kwork::NewFrame;
+use super::kwork::{FaultLock, NewFrame};
 use super::*;
 use crate::error::Error;
 
