@@ -123,17 +123,16 @@ use crate::cpumask::CpuMask;
 use crate::fields::{Fields, Owner, Value};
 use crate::hw::{Hw, Root};
 use crate::policy::Policy;
-use crate::shootdown::addr_of;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::types::{Asid, CpuId, MmId, VirtAddr};
 use crate::zoo::Bug;
 use alloc::vec::Vec;
 
-use super::linux_x86_common::pcid_switch_and_flushes;
 use super::linux_x86_common::{
     boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
-    FlushTlbInfo, MmFields, PcidMms, TlbContext, TLB_GENERATION_INVALID,
+    FlushTlbInfo, PcidMms, TlbContext, TLB_GENERATION_INVALID,
 };
+use super::linux_x86_common::{pcid_mms_in_slots, pcid_switch_and_flushes};
 pub use super::linux_x86_common::{FlushExtent, Pti, INIT_MM_CTX_ID, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
 /// A CPU's TLB state (`cpu_tlbstate`, with `is_lazy` from `cpu_tlbstate_shared`).
@@ -491,14 +490,8 @@ impl LinuxX86 {
     }
 }
 
-/// The shared code reaches `mm->context` here; this model accounts no lines.
-impl PcidMms for LinuxX86 {
-    const LINES: bool = false;
-    fn mm_fields(&self, mm: MmId) -> MmFields<'_> {
-        let m = &self.mms[mm.index()];
-        MmFields { line: addr_of(m), ctx_id: &m.ctx_id, tlb_gen: &m.tlb_gen, cpumask: &m.cpumask }
-    }
-}
+// The shared code reaches `mm->context` here; this model accounts no lines.
+pcid_mms_in_slots!(LinuxX86, lines = false);
 
 impl Policy for LinuxX86 {
     /// `init_new_context` and `mm_init_cpumask`: a fresh `ctx_id`, generation 0 and

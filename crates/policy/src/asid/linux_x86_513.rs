@@ -145,9 +145,9 @@ use alloc::vec::Vec;
 
 use super::linux_x86_common::{
     boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
-    FlushExtent, FlushTlbInfo, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID,
+    FlushExtent, FlushTlbInfo, PcidMms, TlbContext, INIT_MM_CTX_ID,
 };
-use super::linux_x86_common::{boot_tlbstate, pcid_switch_and_flushes};
+use super::linux_x86_common::{boot_tlbstate, pcid_mms_in_slots, pcid_switch_and_flushes};
 pub use super::linux_x86_common::{Pti, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
 
 /// Which kernel's `tlb.c` and `smp.c`.
@@ -757,13 +757,8 @@ impl LinuxX86v513 {
     }
 }
 
-/// The shared code reaches `mm->context` here, and accounts its two lines.
-impl PcidMms for LinuxX86v513 {
-    fn mm_fields(&self, mm: MmId) -> MmFields<'_> {
-        let m = &self.mms[mm.index()];
-        MmFields { line: addr_of(m), ctx_id: &m.ctx_id, tlb_gen: &m.tlb_gen, cpumask: &m.cpumask }
-    }
-}
+// The shared code reaches `mm->context` here, and accounts its two lines.
+pcid_mms_in_slots!(LinuxX86v513);
 
 impl Policy for LinuxX86v513 {
     /// `init_new_context`: a fresh `ctx_id`, generation 0, an empty mask.

@@ -449,6 +449,31 @@ pub(super) trait PcidMms {
     }
 }
 
+/// [`PcidMms`] for a model that keeps each mm's context in `self.mms`, indexed
+/// by slot, with its `ctx_id`, `tlb_gen` and `cpumask` fields: the line the
+/// machine accounts is the context itself. `lines = false` for a model that
+/// accounts no lines ([`PcidMms::LINES`]).
+macro_rules! pcid_mms_in_slots {
+    ($model:ty) => {
+        $crate::asid::linux_x86_common::pcid_mms_in_slots!($model, lines = true);
+    };
+    ($model:ty, lines = $lines:expr) => {
+        impl $crate::asid::linux_x86_common::PcidMms for $model {
+            const LINES: bool = $lines;
+            fn mm_fields(&self, mm: $crate::MmId) -> $crate::asid::linux_x86_common::MmFields<'_> {
+                let m = &self.mms[mm.index()];
+                $crate::asid::linux_x86_common::MmFields {
+                    line: $crate::shootdown::addr_of(m),
+                    ctx_id: &m.ctx_id,
+                    tlb_gen: &m.tlb_gen,
+                    cpumask: &m.cpumask,
+                }
+            }
+        }
+    };
+}
+pub(super) use pcid_mms_in_slots;
+
 /// The [`Policy`](crate::Policy) methods whose kernel code is the same in
 /// every Linux x86 model with PCIDs (v5.4–v6.1, v5.12/v5.13, v6.13–v6.15), for
 /// a model's `impl Policy`: `switch_mm` and the three user flushes of

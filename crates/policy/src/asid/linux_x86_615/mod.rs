@@ -85,9 +85,9 @@ mod targeted;
 use super::linux_x86_common as common;
 use common::{
     boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
-    FlushExtent, MmFields, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
+    FlushExtent, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
 };
-use common::{boot_tlbstate, pcid_switch_and_flushes};
+use common::{boot_tlbstate, pcid_mms_in_slots, pcid_switch_and_flushes};
 pub use common::{Pti, TLB_SINGLE_PAGE_FLUSH_CEILING};
 use global_asid::GlobalAsids;
 
@@ -760,14 +760,9 @@ impl LinuxX86v615 {
     }
 }
 
-/// The shared code reaches `mm->context` here, whose line also holds the trim
-/// deadline and the global ASID.
-impl PcidMms for LinuxX86v615 {
-    fn mm_fields(&self, mm: MmId) -> MmFields<'_> {
-        let m = &self.mms[mm.index()];
-        MmFields { line: addr_of(m), ctx_id: &m.ctx_id, tlb_gen: &m.tlb_gen, cpumask: &m.cpumask }
-    }
-}
+// The shared code reaches `mm->context` here, whose line also holds the trim
+// deadline and the global ASID.
+pcid_mms_in_slots!(LinuxX86v615);
 
 impl Policy for LinuxX86v615 {
     /// `init_new_context`: a fresh `ctx_id`, generation 0, an empty mask, no
