@@ -130,3 +130,96 @@ fn the_shipped_corpus_runs_its_pti_entry() {
     assert!(std::fs::read_dir(&cache).map_or(true, |mut d| d.next().is_none()), "--no-cache writes nothing");
     let _ = std::fs::remove_dir_all(&cache);
 }
+
+/// `--vary`: the corpus judged on presets whose estimated costs of a kind are
+/// multiplied; what it varied is said first, the figures follow the costs,
+/// and a bad kind or factor is refused.
+#[test]
+fn vary_runs_the_corpus_on_presets_with_their_estimates_multiplied() {
+    let (dir, cache, tmp) = (scratch("vary"), scratch("vary-cache"), scratch("vary-tmp"));
+    std::fs::write(dir.join("pp.toml"), ENTRY).unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["validate", "--corpus", dir.to_str().unwrap(), "--seeds", "1", "--format", "json"];
+        args.extend_from_slice(extra);
+        let o = Command::new(env!("CARGO_BIN_EXE_tlbkit"))
+            .args(&args)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("TMPDIR", &tmp)
+            .output()
+            .expect("run tlbkit");
+        assert!(o.status.code() == Some(0) || o.status.code() == Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let time = |doc: &serde_json::Value| doc["entries"][0]["rows"][2]["sim"].as_f64().unwrap();
+    let plain = run(&[]);
+    assert!(plain.get("varied").is_none(), "no --vary, no varied machines: {plain}");
+    let slow = run(&["--vary", "software=2"]);
+    // skylake estimates its software paths: the ping-pong's pipe operations
+    // and switches cost twice as much, so the run takes longer.
+    let varied = slow["varied"].as_array().unwrap();
+    assert_eq!(varied.len(), 1, "{varied:?}");
+    let line = varied[0].as_str().unwrap();
+    assert!(line.starts_with("skylake-software-x2: ") && line.contains("pipe_op 400 -> 800"), "{line}");
+    assert!(time(&slow) > time(&plain) * 1.2, "{} against {}", time(&slow), time(&plain));
+    assert!(tmp.join("tlbkit-vary").join("skylake-software-x2.toml").is_file());
+    for (arg, says) in [
+        ("ipi", "give KIND=FACTOR"),
+        ("cpu=2", "no cost kind 'cpu'; kinds: ipi, software, tlb, broadcast, entry, memory"),
+        ("ipi=0", "the factor must be a number from 0.01 to 100, not '0'"),
+    ] {
+        let o = tlbkit(&["validate", "--corpus", dir.to_str().unwrap(), "--vary", arg], &cache);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "--vary {arg}: {err}");
+    }
+    for d in [dir, cache, tmp] {
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+/// `scripts/validate-vary` sets varied validations beside the base one: per
+/// variant the counted rows whose verdict moved, each such row with its
+/// verdicts, and how many rows hold under every variant.
+#[test]
+fn validate_vary_counts_the_verdicts_each_variant_moves() {
+    let dir = scratch("vary-script");
+    let doc = |varied: &[&str], ratio: &str, factor: f64| {
+        serde_json::json!({
+            "total": {},
+            "varied": varied,
+            "entries": [{ "id": "H1", "rows": [
+                { "kind": "ratio", "label": "x=1", "verdict": ratio, "counted": "yes" },
+                { "kind": "shape", "label": "trend", "shape_right": true, "counted": "yes" },
+                { "kind": "abs", "label": "ns", "factor": factor, "counted": "yes" },
+                { "kind": "info", "label": "aside", "verdict": "wrong_direction", "counted": "no" },
+            ]}],
+        })
+        .to_string()
+    };
+    let files = [
+        ("base.json", doc(&[], "in_band", 1.5)),
+        (
+            "ipi.json",
+            doc(&["hsw48-ipi-x2: ipi_send 150 -> 300", "milan-ipi-x2: ipi_send 150 -> 300"], "direction_only", 1.5),
+        ),
+        ("sw.json", doc(&["cortex-a72-software-x0_5: fault_path 1500 -> 750"], "in_band", 2.5)),
+    ];
+    for (name, text) in &files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/validate-vary");
+    let o = Command::new("python3").arg(&script).args(files.map(|(n, _)| n)).current_dir(&dir).output().unwrap();
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("| ipi x2 | 1 | 0 | 1 |"), "{text}");
+    assert!(text.contains("| software x0.5 | 1 | 0 | 1 |"), "{text}");
+    assert!(text.contains("| H1 | ratio x=1 | in band | direction-only |  |"), "{text}");
+    assert!(text.contains("| H1 | abs ns | within 2x |  | outside 2x |"), "{text}");
+    assert!(!text.contains("aside") && !text.contains("trend |"), "{text}");
+    assert!(text.contains("counted rows that keep their verdict under every variant: 1 of 3"), "{text}");
+    // A validation without --vary given as a variant is refused.
+    let o = Command::new("python3").arg(&script).args(["base.json", "base.json"]).current_dir(&dir).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("varies nothing"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

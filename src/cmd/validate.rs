@@ -44,6 +44,13 @@ pub struct ValidateArgs {
     /// this folder, named by entry and row (`H09-3.svg`).
     #[arg(long, value_name = "DIR")]
     charts: Option<PathBuf>,
+    /// Multiply each preset's estimated costs of KIND by FACTOR (repeatable):
+    /// ipi, software, tlb, broadcast, entry or memory; sourced costs stay.
+    /// Judges the corpus on the varied machines, to see which verdicts turn
+    /// on what was estimated (their machine files go to the temporary folder,
+    /// `tlbkit-vary/`).
+    #[arg(long, value_name = "KIND=FACTOR")]
+    vary: Vec<String>,
 }
 
 /// Runs `tlbkit validate`; returns the exit code.
@@ -58,7 +65,14 @@ pub fn validate(a: ValidateArgs) -> Result<u8, CliError> {
     if !(1..=100).contains(&a.seeds) {
         return Err(format!("--seeds must be 1 to 100, not {}", a.seeds).into());
     }
-    let entries = corpus.select(a.only.as_deref())?;
+    let selected = corpus.select(a.only.as_deref())?;
+    let vary = a.vary.iter().map(|v| validate::vary::parse(v)).collect::<Result<Vec<_>, _>>()?;
+    let (varied_entries, varied) = if vary.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        validate::vary::apply(&selected, &vary, &std::env::temp_dir().join("tlbkit-vary"))?
+    };
+    let entries: Vec<&validate::Entry> = if vary.is_empty() { selected } else { varied_entries.iter().collect() };
     let specs = validate::plan(&entries, a.seeds)?;
     let cache = if a.no_cache { None } else { Cache::open() };
     let mut results = Results::new();
@@ -86,7 +100,8 @@ pub fn validate(a: ValidateArgs) -> Result<u8, CliError> {
         ControlFlow::Continue(())
     });
     bar.finish_and_clear();
-    let report = Report::new(validate::judge_all(&entries, &results, a.seeds), a.seeds, todo.len(), cached);
+    let mut report = Report::new(validate::judge_all(&entries, &results, a.seeds), a.seeds, todo.len(), cached);
+    report.varied = varied;
     if let Some(dir) = &a.charts {
         std::fs::create_dir_all(dir).map_err(|e| format!("--charts: cannot create {}: {e}", dir.display()))?;
         for (name, svg) in validate::charts::charts(&report.entries) {

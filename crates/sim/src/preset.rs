@@ -15,6 +15,7 @@ use std::sync::OnceLock;
 
 pub mod file;
 pub mod host;
+pub mod vary;
 
 /// The instruction-set family (the registry's), which decides the policies that can run.
 pub use tlbkit_registry::Arch;

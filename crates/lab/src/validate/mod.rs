@@ -34,6 +34,7 @@ pub mod charts;
 pub mod expr;
 pub mod judge;
 mod report;
+pub mod vary;
 
 pub use report::{Report, Summary, Tally};
 
@@ -732,7 +733,8 @@ fn estimates_used(
     for (run, _) in sim.metrics() {
         let Some(Ok(spec)) = e.runs.get(run).map(|t| t.at(x, 1)) else { continue };
         let Some(Ok(metrics)) = results.get(&spec.command()) else { continue };
-        let Some(preset) = tlbkit_sim::preset::by_name(&spec.machine) else { continue };
+        // A preset, or a machine file (a preset varied by `--vary`).
+        let Ok(preset) = tlbkit_sim::preset::resolve(&spec.machine) else { continue };
         let time = metrics.get("sim_time_ns").copied().unwrap_or(0.0);
         let mut name_it = |name: String, source: &str| {
             let full = format!("{name}: {source}");

@@ -181,6 +181,10 @@ pub struct Report {
     pub simulated: usize,
     /// Runs read from the cache.
     pub cached: usize,
+    /// The machines `--vary` ran in place of presets, each with the costs it
+    /// varied (none without `--vary`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub varied: Vec<String>,
 }
 
 impl Report {
@@ -222,7 +226,7 @@ impl Report {
         ];
         let judged = entries.iter().flat_map(|j| &j.rows).filter(|r| r.error.is_none());
         let on_estimates = judged.fold((0, 0), |(e, n), r| (e + usize::from(!r.estimates.is_empty()), n + 1));
-        Report { entries, parts, total, targets, seeds, on_estimates, simulated, cached }
+        Report { entries, parts, total, targets, seeds, on_estimates, simulated, cached, varied: Vec::new() }
     }
 
     /// Whether every target is met.
@@ -233,6 +237,13 @@ impl Report {
     /// The table `tlbkit validate` prints.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        if !self.varied.is_empty() {
+            let _ = writeln!(out, "estimated costs varied (--vary), each machine in place of its preset:");
+            for v in &self.varied {
+                let _ = writeln!(out, "  {v}");
+            }
+            let _ = writeln!(out);
+        }
         for (part, _) in &self.parts {
             let _ = writeln!(out, "## {}\n", part.title());
             for j in self.entries.iter().filter(|j| j.part == *part) {
