@@ -166,8 +166,13 @@ fn vary_runs_the_corpus_on_presets_with_their_estimates_multiplied() {
         ("ipi", "give KIND=FACTOR"),
         ("cpu=2", "no cost kind 'cpu'; kinds: ipi, software, tlb, broadcast, entry, memory"),
         ("ipi=0", "the factor must be a number from 0.01 to 100, not '0'"),
+        ("ipi=2 --vary ipi=3", "--vary names 'ipi' twice"),
     ] {
-        let o = tlbkit(&["validate", "--corpus", dir.to_str().unwrap(), "--vary", arg], &cache);
+        let mut args = vec!["validate", "--corpus", dir.to_str().unwrap()];
+        for a in arg.split(" --vary ") {
+            args.extend(["--vary", a]);
+        }
+        let o = tlbkit(&args, &cache);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(err.contains(says), "--vary {arg}: {err}");

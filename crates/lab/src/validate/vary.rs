@@ -3,7 +3,8 @@
 //! ([`tlbkit_sim::preset::vary`]), so that a verdict that changes is seen to
 //! turn on what was estimated, not measured. The runs read each varied
 //! machine from a partial machine file on its preset; a preset that
-//! estimates nothing of the kind runs as it is.
+//! estimates nothing of the kind, and a run on a machine file, run as they
+//! are.
 
 use super::Entry;
 use std::collections::BTreeMap;
@@ -31,6 +32,11 @@ pub fn parse(arg: &str) -> Result<Vary, String> {
 /// under `dir`; and one line for each varied machine: its name and each
 /// cost before and after.
 pub fn apply(entries: &[&Entry], vary: &[Vary], dir: &Path) -> Result<(Vec<Entry>, Vec<String>), String> {
+    for (i, (kind, _)) in vary.iter().enumerate() {
+        if vary[..i].iter().any(|(k, _)| k.name == kind.name) {
+            return Err(format!("--vary names '{}' twice: give each kind once", kind.name));
+        }
+    }
     let mut machines: BTreeMap<String, Option<(String, String)>> = BTreeMap::new();
     let mut out = Vec::new();
     for e in entries {
