@@ -50,6 +50,9 @@ const OUTPUTS: &[(&str, &str)] = &[
     ("kernel-x86-v512-v513.txt", "compare --machine icx8336c --cpus 4 --workload madvise_dontneed_loop --policy c:third_party/linux/v5.12.9/arch/x86/mm/tlb.c --policy c:third_party/linux/v5.13/arch/x86/mm/tlb.c --policy x86-linux-513 --set jitter=0.02 --runs 3"),
     ("kernel-x86-global-asid-fix.txt", "check --policy c:third_party/linux/v6.17-hou-2of3/arch/x86/mm/tlb.c+invlpgb=on+sample=every --cpus 4 --mms 6 --pages 2 --asids 32 --memory sc --menu switch,munmap,exit,fork,idle --ops 232 --mode pct --iterations 2000 --script docs/findings/x86-global-asid-max.c.script"),
     ("litmus.txt", "litmus crates/check/litmus/vmsa"),
+    // Which verdicts turn on estimates: one entry's four one-CPU runs.
+    ("validate-h18.txt", "validate --only H18 --seeds 1 --no-cache"),
+    ("validate-h18-tlb-x2.txt", "validate --only H18 --seeds 1 --no-cache --vary tlb=2"),
 ];
 
 fn bless() -> bool {
@@ -80,8 +83,11 @@ fn the_guide_quotes_what_tlbkit_prints() {
     let mut stale = Vec::new();
     for ((file, args), (_, out)) in OUTPUTS.iter().zip(runs) {
         let code = out.status.code();
+        // validate exits 1 when a target is not met, as one entry's rows
+        // alone may leave it.
+        let validate_short = args.starts_with("validate") && code == Some(1);
         assert!(
-            matches!(code, Some(0) | Some(3)),
+            matches!(code, Some(0) | Some(3)) || validate_short,
             "tlbkit {args} exited with {code:?}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
