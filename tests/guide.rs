@@ -354,3 +354,16 @@ fn the_cost_models_preset_table_is_the_machine_files() {
     rows.sort();
     assert_eq!(rows, files, "docs/guide/src/cost-model.md's preset table against crates/sim/machines/");
 }
+
+/// The guide's table of `validate --vary`'s kinds names each kind's fields,
+/// as `tlbkit_sim::preset::vary::COST_KINDS` has them.
+#[test]
+fn the_vary_kinds_table_is_the_code() {
+    let text = std::fs::read_to_string(root().join("docs/guide/src/accuracy-estimates.md")).unwrap();
+    for k in tlbkit_sim::preset::vary::COST_KINDS {
+        let row = text.lines().find(|l| l.starts_with(&format!("| `{}` |", k.name)));
+        let row = row.unwrap_or_else(|| panic!("no row for kind '{}' in accuracy-estimates.md", k.name));
+        let named: Vec<&str> = row.split('`').skip(3).step_by(2).collect();
+        assert_eq!(named, k.fields, "the row of '{}' names its fields, in order", k.name);
+    }
+}

@@ -23,29 +23,22 @@ use std::fmt::Write as _;
 pub struct CostKind {
     /// Its name, as `--vary` takes it.
     pub name: &'static str,
-    /// What it prices.
-    pub about: &'static str,
     /// The cost fields, as a machine file names them (`[costs_cycles]`).
     pub fields: &'static [&'static str],
 }
 
 /// Every kind `--vary` takes.
 pub const COST_KINDS: &[CostKind] = &[
-    CostKind {
-        name: "ipi",
-        about: "inter-processor interrupts: the send, the delivery, the handler's dispatch, a socket's crossing",
-        fields: &["ipi_send", "ipi_deliver", "ipi_handle", "ipi_cross_socket"],
-    },
+    // Inter-processor interrupts: send, delivery, the handler's dispatch, a socket's crossing.
+    CostKind { name: "ipi", fields: &["ipi_send", "ipi_deliver", "ipi_handle", "ipi_cross_socket"] },
+    // The kernel's software paths: a system call, a fault, a pipe operation, a switch, a page's zeroing, a teardown.
     CostKind {
         name: "software",
-        about: "the kernel's software paths: a system call's body, a page fault, a pipe operation, a context \
-                switch, a page's zeroing or copy, a teardown's work per page and per folio",
         fields: &["syscall_body", "fault_path", "pipe_op", "switch_path", "page_copy", "zap_page", "zap_folio"],
     },
+    // Local TLB maintenance, address-space roots and barriers.
     CostKind {
         name: "tlb",
-        about: "local TLB maintenance and address-space roots: INVLPG/TLBI by page, by ASID and all, INVPCID, \
-                root writes, barriers",
         fields: &[
             "tlbi_local_va",
             "tlbi_local_asid",
@@ -58,10 +51,9 @@ pub const COST_KINDS: &[CostKind] = &[
             "isb",
         ],
     },
+    // Broadcast invalidation (arm64 DVM, x86 INVLPGB): issue, hops, each receiver's processing.
     CostKind {
         name: "broadcast",
-        about: "broadcast invalidation (arm64 DVM, x86 INVLPGB): the issue, the interconnect's hops, each \
-                receiver's processing",
         fields: &[
             "tlbi_bcast_issue",
             "dvm_hop",
@@ -71,15 +63,11 @@ pub const COST_KINDS: &[CostKind] = &[
             "dvm_node_process",
         ],
     },
-    CostKind {
-        name: "entry",
-        about: "exception and system-call entry and return",
-        fields: &["exception_entry", "exception_exit"],
-    },
+    // Exception and system-call entry and return.
+    CostKind { name: "entry", fields: &["exception_entry", "exception_exit"] },
+    // Memory and coherence: L1 and L2 TLB hits, the walk's loads, line transfers, a remote node's latency.
     CostKind {
         name: "memory",
-        about: "memory and coherence: an L1 access, an L2 TLB hit, the page walk's loads, cache-line transfers \
-                within and across sockets, a remote node's extra latency",
         fields: &[
             "mem_access",
             "tlb_l2_hit",
