@@ -67,12 +67,9 @@ pub fn validate(a: ValidateArgs) -> Result<u8, CliError> {
     }
     let selected = corpus.select(a.only.as_deref())?;
     let vary = a.vary.iter().map(|v| validate::vary::parse(v)).collect::<Result<Vec<_>, _>>()?;
-    let (varied_entries, varied) = if vary.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        validate::vary::apply(&selected, &vary, &std::env::temp_dir().join("tlbkit-vary"))?
-    };
-    let entries: Vec<&validate::Entry> = if vary.is_empty() { selected } else { varied_entries.iter().collect() };
+    // Without --vary every entry comes back as it is and nothing is written.
+    let (entries, varied) = validate::vary::apply(&selected, &vary, &std::env::temp_dir().join("tlbkit-vary"))?;
+    let entries: Vec<&validate::Entry> = entries.iter().collect();
     let specs = validate::plan(&entries, a.seeds)?;
     let cache = if a.no_cache { None } else { Cache::open() };
     let mut results = Results::new();

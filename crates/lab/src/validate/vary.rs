@@ -30,7 +30,8 @@ pub fn parse(arg: &str) -> Result<Vary, String> {
 /// Returns `entries` with every run on a preset that estimates costs of the
 /// kinds in `vary` moved to that preset varied, its machine file written
 /// under `dir`; and one line for each varied machine: its name and each
-/// cost before and after.
+/// cost before and after. With no kinds, the entries as they are and nothing
+/// written.
 pub fn apply(entries: &[&Entry], vary: &[Vary], dir: &Path) -> Result<(Vec<Entry>, Vec<String>), String> {
     for (i, (kind, _)) in vary.iter().enumerate() {
         if vary[..i].iter().any(|(k, _)| k.name == kind.name) {
