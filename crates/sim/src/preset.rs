@@ -733,17 +733,15 @@ mod tests {
                     continue;
                 }
                 assert!(!source.starts_with("set in"), "{}: {field} is a plain value: give its source", p.name);
-                // A cost or TLB figure says whether it is sourced or estimated
-                // (`validate --vary` varies only estimates): a bare pointer to
-                // the notes would count it as sourced whatever they say, and a
-                // figure kept from the base says nothing of this machine.
-                if field.starts_with("costs_cycles.") || field.starts_with("tlb.") {
-                    assert!(
-                        !source.starts_with("notes: ") && !source.starts_with("estimate: a base figure"),
-                        "{}: {field} says only '{source}': give the notes' source for it, or 'estimate: why'",
-                        p.name
-                    );
-                }
+                // Every figure says whether it is sourced or estimated (`validate
+                // --vary` varies only estimated costs): a bare pointer to the
+                // notes would count it as sourced whatever they say, and a figure
+                // kept from the base says nothing of this machine.
+                assert!(
+                    !source.starts_with("notes: ") && !source.starts_with("estimate: a base figure"),
+                    "{}: {field} says only '{source}': give the notes' source for it, or 'estimate: why'",
+                    p.name
+                );
             }
             let fields: Vec<&String> = p.sources.keys().collect();
             assert_eq!(
