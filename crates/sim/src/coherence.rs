@@ -281,7 +281,9 @@ impl Line {
         // A line in motion is nobody's to use until it arrives.
         let moving = self.moving_at(t);
         match access {
-            Access::Read => {
+            // A walk's overlap is the CPU's ([`crate::machine`]); on the line
+            // it is a load.
+            Access::Read | Access::ReadAhead | Access::ReadAheadIndex => {
                 let t = moving.unwrap_or(t);
                 let v = self.version_at(t);
                 let version = &self.versions[v];

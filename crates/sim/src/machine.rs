@@ -86,6 +86,19 @@
 //! the loads of the following ones in flight together, up to `mlp` of them (the
 //! fill buffers), instead of one after another.
 //!
+//! # Walks
+//! Outside the sync phase, a run of [`Access::ReadAhead`] loads (a policy's
+//! walk over per-CPU lines whose addresses come from a counter or a mask read
+//! before it) overlaps the same way from its first load on: the core issues
+//! each before the ones ahead of it return, a load waiting only for a fill
+//! buffer, up to `mlp` in flight. A walk load whose value the next ones'
+//! addresses come from ([`Access::ReadAheadIndex`]: LATR's sweep reads each
+//! CPU's ring head, then the ring's slots from it) holds those back until it
+//! returns, but no load of the walk before it. The run ends
+//! at anything else that takes this CPU's time (a store, an atomic, a barrier,
+//! a TLB operation: an x86 locked instruction or `INVLPG` lets no later load
+//! pass it, nor does a `DSB`), and the next walk load starts a new one.
+//!
 //! Time an IPI handler spends in TLB operations counts as *invalidating*, time in
 //! shared-line accesses as *synchronising*.
 //!
@@ -714,6 +727,39 @@ pub struct CpuHw<'a> {
     /// In the sync phase: when each of its polls so far returned (module docs,
     /// "The sync phase").
     polls: RefCell<Option<Vec<u64>>>,
+    /// The walk under way (module docs, "Walks").
+    walk: RefCell<Walk>,
+}
+
+/// A run of [`Access::ReadAhead`] loads: when it started, when each of its loads
+/// returned, and the CPU's clock after the last, which any other work moves on.
+#[derive(Default)]
+struct Walk {
+    start: u64,
+    done: Vec<u64>,
+    after: Option<u64>,
+    /// When the walk's latest index load returns.
+    index: u64,
+}
+
+impl Walk {
+    /// When the next load of the walk may start, the CPU's clock being `now`
+    /// and its fill buffers `mlp`: a load of the same run once a buffer is free
+    /// (and, unless it is an `index` itself, once the latest index is back),
+    /// the first of a new run at `now`.
+    fn start_at(&mut self, now: u64, mlp: usize, index: bool) -> u64 {
+        if self.after != Some(now) {
+            self.start = now;
+            self.index = now;
+            self.done.clear();
+        }
+        let buffer = self.done.len().checked_sub(mlp).map_or(self.start, |i| self.done[i].max(self.start));
+        if index {
+            buffer
+        } else {
+            buffer.max(self.index)
+        }
+    }
 }
 
 impl<'a> CpuHw<'a> {
@@ -728,6 +774,7 @@ impl<'a> CpuHw<'a> {
             spin: Cell::new(None),
             spinning: Cell::new(None),
             polls: RefCell::new(None),
+            walk: RefCell::new(Walk::default()),
         }
     }
 
@@ -867,6 +914,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
+        self.walk.borrow_mut().after = None;
         let mut m = self.m.borrow_mut();
         let mut cost = m.costs.root_write;
         let old = std::mem::replace(&mut m.cpus[self.cpu.get()].root, root);
@@ -885,6 +933,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn tlbi(&self, op: Tlbi, scope: Scope) {
+        self.walk.borrow_mut().after = None;
         let mut m = self.m.borrow_mut();
         let c = m.costs;
         let whole = matches!(op, Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal);
@@ -927,6 +976,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn barrier(&self, b: Barrier) {
+        self.walk.borrow_mut().after = None;
         let m = self.m.borrow();
         let c = m.costs;
         match b {
@@ -982,14 +1032,17 @@ impl Hw for CpuHw<'_> {
         // In the sync phase a poll after the first is issued when the first returned,
         // once an earlier poll has freed a fill buffer (module docs, "The sync
         // phase"); anything but a poll ends the overlap.
-        let mut polls = self.polls.take().filter(|_| access == Access::Read && !self.in_irq.get());
+        let load = matches!(access, Access::Read | Access::ReadAhead | Access::ReadAheadIndex);
+        let index = access == Access::ReadAheadIndex;
+        let mlp = self.m.borrow().costs.mlp.max(1) as usize;
+        let mut polls = self.polls.take().filter(|_| load && !self.in_irq.get());
+        let walk = (index || access == Access::ReadAhead) && polls.is_none();
         let t = match polls.as_deref() {
-            Some(done @ [first, ..]) => {
-                let mlp = self.m.borrow().costs.mlp.max(1) as usize;
-                done.len().checked_sub(mlp).map_or(*first, |i| done[i].max(*first))
-            }
+            Some(done @ [first, ..]) => done.len().checked_sub(mlp).map_or(*first, |i| done[i].max(*first)),
+            _ if walk => self.walk.borrow_mut().start_at(now, mlp, index),
             _ => now,
         };
+        let access = if load { Access::Read } else { access };
         let end = self.m.borrow_mut().line_access(self.cpu.get(), t, addr, access);
         if self.in_irq.get() {
             self.m.borrow_mut().counters.ipi_sync_cycles += end - t;
@@ -999,6 +1052,16 @@ impl Hw for CpuHw<'_> {
         }
         self.polls.replace(polls);
         self.now.set(now.max(end));
+        let mut w = self.walk.borrow_mut();
+        if walk {
+            w.done.push(end);
+            w.after = Some(self.now.get());
+            if index {
+                w.index = end;
+            }
+        } else {
+            w.after = None;
+        }
     }
 
     fn spin_on(&self, addr: usize) {
@@ -1350,6 +1413,54 @@ mod tests {
         let t = preset::named("westmere").costs.lines.cacheline_transfer;
         assert_eq!(read_three_flags(false), 1000 + 3 * t, "one after another");
         assert_eq!(read_three_flags(true), 1000 + 2 * t, "the first, then the other two together");
+    }
+
+    /// CPUs 1..=3 each write their own flag at time 0; returns when CPU 0,
+    /// starting at 1000 with `mlp` fill buffers, has read them as a walk, with
+    /// `between` after the first.
+    fn walk_three_flags(mlp: u64, between: impl Fn(&CpuHw)) -> u64 {
+        let mut m = westmere(4);
+        m.costs.mlp = mlp;
+        let flags = [0x1000, 0x2000, 0x3000];
+        for (i, &f) in flags.iter().enumerate() {
+            CpuHw::new(&mut m, i + 1, 0).shared(f, Access::Write);
+        }
+        let hw = CpuHw::new(&mut m, 0, 1000);
+        hw.shared(flags[0], Access::ReadAhead);
+        between(&hw);
+        for f in &flags[1..] {
+            hw.shared(*f, Access::ReadAhead);
+        }
+        hw.now()
+    }
+
+    #[test]
+    fn a_walks_loads_overlap_from_the_first_until_the_cpu_does_something_else() {
+        let c = preset::named("westmere").costs;
+        let t = c.lines.cacheline_transfer;
+        assert_eq!(walk_three_flags(3, |_| {}), 1000 + t, "all three in flight together");
+        assert_eq!(walk_three_flags(2, |_| {}), 1000 + 2 * t, "two, then the third in the first's buffer");
+        assert_eq!(walk_three_flags(1, |_| {}), 1000 + 3 * t, "one buffer: one at a time, as plain loads");
+        let invlpg = Tlbi::Va { asid: Asid::new(1, 12).unwrap(), va: VirtAddr(0x1000) };
+        let tlbi = walk_three_flags(3, |hw| hw.tlbi(invlpg, Scope::Local));
+        assert_eq!(tlbi, 1000 + t + c.local.tlbi_local_va + t, "an INVLPG ends the walk: the first, then the rest");
+        let store = walk_three_flags(3, |hw| hw.shared(0x8000, Access::Write));
+        assert!(store > 1000 + t + t, "a store ends it too: {store}");
+    }
+
+    #[test]
+    fn a_walks_index_holds_back_the_loads_after_it_and_waits_for_none_before_it() {
+        let t = preset::named("westmere").costs.lines.cacheline_transfer;
+        let mut m = westmere(4);
+        for (cpu, f) in [(1, 0x1000), (2, 0x2000), (3, 0x3000)] {
+            CpuHw::new(&mut m, cpu, 0).shared(f, Access::Write);
+        }
+        let hw = CpuHw::new(&mut m, 0, 1000);
+        hw.shared(0x1000, Access::ReadAhead);
+        hw.shared(0x2000, Access::ReadAheadIndex);
+        assert_eq!(hw.now(), 1000 + t, "the index went with the load before it");
+        hw.shared(0x3000, Access::ReadAhead);
+        assert_eq!(hw.now(), 1000 + 2 * t, "the load after it waited for it");
     }
 
     /// CPU 0 owns a counter and sends an IPI whose handlers (CPUs 1..=3) each

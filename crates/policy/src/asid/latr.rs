@@ -289,7 +289,9 @@ impl Latr {
         let me = hw.cpu();
         for ring in &self.rings {
             let n = ring.states.len() as u64;
-            hw.shared(addr_of(&*ring.head), Access::Read);
+            // A walk: each ring's head is found from the CPU's number, and the
+            // ring's slots from the head (the walk's index for them).
+            hw.shared(addr_of(&*ring.head), Access::ReadAheadIndex);
             // Acquire: pairs with the owner's release of `end`.
             let stop = ring.head.end.load(Ordering::Acquire);
             let mut i = ring.head.start.load(Ordering::Acquire);
@@ -302,7 +304,7 @@ impl Latr {
                 let s = &ring.states[(i % n) as usize];
                 i += 1;
                 walked += 1;
-                hw.shared(addr_of(s), Access::Read);
+                hw.shared(addr_of(s), Access::ReadAhead);
                 // Acquire: the request is read after the flag (smp_rmb).
                 if !s.valid.load(Ordering::Acquire) || !s.cpu_mask.test(me) {
                     continue;
@@ -434,6 +436,25 @@ mod tests {
         p.tick(&h0, Tick::Schedule);
         assert_eq!(h0.take(), vec![invlpg(0, 0x1000), "complete ticket 1".to_string()]);
         assert_eq!(p.pending(0), 0);
+    }
+
+    #[test]
+    fn a_sweep_walks_each_ring_from_its_head() {
+        let p = latr(2, 1);
+        let (h0, mut h1) = both_on(&p, MmId(1));
+        h0.lazy.set(true);
+        p.flush_page(&h0, MmId(1), VirtAddr(0x1000));
+        h1.take();
+        h1.coherence = true;
+        p.tick(&h1, Tick::Timer);
+        let log = h1.take();
+        let head = |c: usize| format!("shared {:#x} ReadAheadIndex", addr_of(&*p.rings[c].head));
+        let slot = format!("shared {:#x} ReadAhead", addr_of(&p.rings[0].states[0]));
+        // Every ring's head, each a walk's index; cpu0's saved slot a walk load
+        // after its head, then the flush and the mask's atomic.
+        let at = |l: &str| log.iter().position(|x| x == l).unwrap_or_else(|| panic!("{l} not in {log:#?}"));
+        assert!(at(&head(0)) < at(&slot) && at(&slot) < at(&head(1)), "{log:#?}");
+        assert!(log.iter().any(|l| l.ends_with(" Rmw")), "{log:#?}");
     }
 
     #[test]

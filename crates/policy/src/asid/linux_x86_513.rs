@@ -370,9 +370,11 @@ impl LinuxX86v513 {
         &self.csd[initiator * self.ncpus + target]
     }
 
-    /// `tlb_is_not_lazy(c)`: a read of `c`'s `is_lazy` line.
+    /// `tlb_is_not_lazy(c)`: a read of `c`'s `is_lazy` line, whose address
+    /// depends on no earlier load: v5.13's loop over the mask is a walk, v5.12's
+    /// queues a csd (an atomic) between two of them.
     fn tlb_is_not_lazy<H: Hw>(&self, hw: &H, c: CpuId) -> bool {
-        hw.shared(addr_of(self.lazy(c)), Access::Read);
+        hw.shared(addr_of(self.lazy(c)), Access::ReadAhead);
         !self.is_lazy(c)
     }
 

@@ -99,8 +99,9 @@ impl LinuxX86v615 {
             }
             let st = &self.cpu_tlbstate[c.index()];
             // Relaxed (READ_ONCE): a CPU between its global_asid read and its
-            // loaded_mm store shows SWITCHING; wait it out.
-            self.touch_state(hw, c, Access::Read);
+            // loaded_mm store shows SWITCHING; wait it out. A walk over the
+            // mask's CPUs, but for the spin's polls.
+            self.touch_state(hw, c, Access::ReadAhead);
             let mut lm = st.loaded_mm.load(Ordering::Relaxed);
             while lm == LOADED_MM_SWITCHING {
                 spin_loop();
@@ -142,8 +143,9 @@ impl LinuxX86v615 {
         let mut count = 0;
         mask.for_each(|c| {
             let st = &self.cpu_tlbstate[c.index()];
-            self.touch_state(hw, c, Access::Read);
-            self.touch_lazy(hw, c, Access::Read);
+            // A walk over the mask's CPUs.
+            self.touch_state(hw, c, Access::ReadAhead);
+            self.touch_lazy(hw, c, Access::ReadAhead);
             // Relaxed: a heuristic.
             if st.loaded_mm.load(Ordering::Relaxed) == mm.0 && !st.is_lazy.load(Ordering::Relaxed) {
                 count += 1;
