@@ -868,7 +868,10 @@ impl<'a> CpuHw<'a> {
             self.in_irq.set(true);
             let body = if rides { start + dispatch } else { start + irq.entry + dispatch };
             self.now.set(body);
+            // A handler's walks are its CPU's; the sender's ends at its IPIs.
+            self.walk.borrow_mut().after = None;
             handler(self);
+            self.walk.borrow_mut().after = None;
             self.in_irq.set(false);
             let returned = self.now.get();
             let end = returned + irq.exit;
