@@ -100,14 +100,15 @@ pub enum Access {
     /// A load (a spin loop's poll included).
     Read,
     /// A load in a walk: its address does not depend on the value of any
-    /// load since this CPU's last access of another kind (an array of
-    /// per-CPU lines read in a loop whose index is a counter or a bit of a
-    /// mask read before the walk), so an out-of-order core has it in flight
-    /// before the loads ahead of it return, as many at once as its fill
-    /// buffers allow. Anything else the CPU does (a store, an atomic, a
-    /// barrier, a TLB operation) ends the walk; a walk's first load starts at
-    /// the CPU's clock. A checker treats it as [`Access::Read`]; so does a
-    /// simulator that times loads one at a time.
+    /// load since this CPU's last access of another kind but the walk's
+    /// latest [`Access::ReadAheadIndex`] (an array of per-CPU lines read in a
+    /// loop whose index is a counter or a bit of a mask read before the walk),
+    /// so an out-of-order core has it in flight before the loads ahead of it
+    /// return, as many at once as its fill buffers allow. Anything else the
+    /// CPU does (a store, an atomic, a barrier, a TLB operation) ends the
+    /// walk; a walk's first load starts at the CPU's clock. A checker treats
+    /// it as [`Access::Read`]; so does a simulator that times loads one at a
+    /// time.
     ReadAhead,
     /// A load in a walk, as [`Access::ReadAhead`], whose value the addresses of
     /// the walk's next loads come from (a ring's head, then its slots): those
