@@ -144,8 +144,8 @@ use crate::types::{CpuId, MmId, VirtAddr};
 use alloc::vec::Vec;
 
 use super::linux_x86_common::{
-    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
-    FlushExtent, FlushTlbInfo, PcidMms, TlbContext, INIT_MM_CTX_ID,
+    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, kern_pcid, FlushExtent, FlushTlbInfo,
+    PcidMms, TlbContext, INIT_MM_CTX_ID,
 };
 use super::linux_x86_common::{boot_tlbstate, pcid_mms_in_slots, pcid_switch_and_flushes};
 pub use super::linux_x86_common::{Pti, TLB_NR_DYN_ASIDS, TLB_SINGLE_PAGE_FLUSH_CEILING};
@@ -488,11 +488,7 @@ impl LinuxX86v513 {
         }
         // Partial only if this is exactly the next generation and the latest.
         let range = f.extent.partial(f.new_tlb_gen, local_tlb_gen, mm_tlb_gen);
-        flush_local(hw, self.pti, kern_pcid(asid), user_pcid(asid), Root::Mm(loaded_mm), range);
-        let slot = &st.ctxs[asid as usize];
-        hw.shared(addr_of(slot), Access::Write);
-        // Relaxed: this CPU's own slot.
-        slot.tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
+        st.ctxs[asid as usize].flush_up_to(hw, self.pti, asid, loaded_mm, range, mm_tlb_gen);
     }
 
     /// Runs `func` on this CPU; `initiator` is whose `flush_tlb_info` it reads.

@@ -256,6 +256,26 @@ impl TlbContext {
         }
     }
 
+    /// The end of `flush_tlb_func` from v5.12 on, this being slot `asid` of
+    /// this CPU: flushes `range` of `loaded_mm` under the slot's PCIDs, then
+    /// records that the slot is up to date with `mm_tlb_gen`
+    /// (`this_cpu_write(cpu_tlbstate.ctxs[asid].tlb_gen, mm_tlb_gen)`), a
+    /// store to the slot's line (where it lies is each model's layout).
+    pub(super) fn flush_up_to<H: Hw>(
+        &self,
+        hw: &H,
+        pti: Option<Pti>,
+        asid: u32,
+        loaded_mm: MmId,
+        range: Range,
+        mm_tlb_gen: u64,
+    ) {
+        flush_local(hw, pti, kern_pcid(asid), user_pcid(asid), Root::Mm(loaded_mm), range);
+        hw.shared(addr_of(self), Access::Write);
+        // Relaxed: this CPU's own slot.
+        self.tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
+    }
+
     /// Makes the slot cache the mm of `ctx_id` at generation `tlb_gen`
     /// (`switch_mm_irqs_off` after a flushing `choose_new_asid`:
     /// `this_cpu_write(cpu_tlbstate.ctxs[new_asid].ctx_id, ...)` and

@@ -84,8 +84,8 @@ mod targeted;
 
 use super::linux_x86_common as common;
 use common::{
-    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, flush_local, kern_pcid, user_pcid,
-    FlushExtent, PcidMms, TlbContext, INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
+    boot_mms, choose_dynamic_asid, cpumask_any_but, do_kernel_range_flush, kern_pcid, FlushExtent, PcidMms, TlbContext,
+    INIT_MM_CTX_ID, TLB_GENERATION_INVALID,
 };
 use common::{boot_tlbstate, pcid_mms_in_slots, pcid_switch_and_flushes};
 pub use common::{Pti, TLB_SINGLE_PAGE_FLUSH_CEILING};
@@ -614,12 +614,8 @@ impl LinuxX86v615 {
         // Partial only if this is exactly the next generation and the latest;
         // PTI's user PCID as `linux_pcid`'s flush function.
         let range = f.extent.partial(f.new_tlb_gen, local_tlb_gen, mm_tlb_gen);
-        flush_local(hw, self.pti, kern_pcid(asid), user_pcid(asid), Root::Mm(loaded_mm), range);
-        let slot = &st.ctxs[asid as usize];
         // Slots 0 and 1 share the line of `loaded_mm` (the struct's docs).
-        hw.shared(addr_of(slot), Access::Write);
-        // Relaxed: this CPU's own slot.
-        slot.tlb_gen.store(mm_tlb_gen, Ordering::Relaxed);
+        st.ctxs[asid as usize].flush_up_to(hw, self.pti, asid, loaded_mm, range, mm_tlb_gen);
     }
 
     /// Whether CPU `c` gets `f` (`should_flush_tlb`; v6.13's `tlb_is_not_lazy`).
