@@ -742,6 +742,13 @@ struct Walk {
     index: u64,
 }
 
+/// When a load overlapping the loads of `done` (each's return, in issue
+/// order) may start, none before `floor`: once one of the `mlp` fill buffers
+/// is free, the one of the load `mlp` before it.
+fn fill_buffer_free(done: &[u64], floor: u64, mlp: usize) -> u64 {
+    done.len().checked_sub(mlp).map_or(floor, |i| done[i].max(floor))
+}
+
 impl Walk {
     /// When the next load of the walk may start, the CPU's clock being `now`
     /// and its fill buffers `mlp`: a load of the same run once a buffer is free
@@ -753,7 +760,7 @@ impl Walk {
             self.index = now;
             self.done.clear();
         }
-        let buffer = self.done.len().checked_sub(mlp).map_or(self.start, |i| self.done[i].max(self.start));
+        let buffer = fill_buffer_free(&self.done, self.start, mlp);
         if index {
             buffer
         } else {
@@ -781,6 +788,11 @@ impl<'a> CpuHw<'a> {
     /// Returns the CPU's clock after what was done through this interface.
     pub fn now(&self) -> u64 {
         self.now.get()
+    }
+
+    /// Ends the walk under way, if any (module docs, "Walks").
+    fn end_walk(&self) {
+        self.walk.borrow_mut().after = None;
     }
 
     fn spend(&self, cycles: u64) {
@@ -869,9 +881,9 @@ impl<'a> CpuHw<'a> {
             let body = if rides { start + dispatch } else { start + irq.entry + dispatch };
             self.now.set(body);
             // A handler's walks are its CPU's; the sender's ends at its IPIs.
-            self.walk.borrow_mut().after = None;
+            self.end_walk();
             handler(self);
-            self.walk.borrow_mut().after = None;
+            self.end_walk();
             self.in_irq.set(false);
             let returned = self.now.get();
             let end = returned + irq.exit;
@@ -917,7 +929,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn write_root(&self, root: Root, asid: Asid, noflush: bool) {
-        self.walk.borrow_mut().after = None;
+        self.end_walk();
         let mut m = self.m.borrow_mut();
         let mut cost = m.costs.root_write;
         let old = std::mem::replace(&mut m.cpus[self.cpu.get()].root, root);
@@ -936,7 +948,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn tlbi(&self, op: Tlbi, scope: Scope) {
-        self.walk.borrow_mut().after = None;
+        self.end_walk();
         let mut m = self.m.borrow_mut();
         let c = m.costs;
         let whole = matches!(op, Tlbi::Asid(_) | Tlbi::All | Tlbi::AllNonGlobal);
@@ -979,7 +991,7 @@ impl Hw for CpuHw<'_> {
     }
 
     fn barrier(&self, b: Barrier) {
-        self.walk.borrow_mut().after = None;
+        self.end_walk();
         let m = self.m.borrow();
         let c = m.costs;
         match b {
@@ -1037,12 +1049,12 @@ impl Hw for CpuHw<'_> {
         // phase"); anything but a poll ends the overlap.
         let load = matches!(access, Access::Read | Access::ReadAhead | Access::ReadAheadIndex);
         let index = access == Access::ReadAheadIndex;
-        let mlp = self.m.borrow().costs.mlp.max(1) as usize;
         let mut polls = self.polls.take().filter(|_| load && !self.in_irq.get());
         let walk = (index || access == Access::ReadAhead) && polls.is_none();
+        let mlp = || self.m.borrow().costs.mlp.max(1) as usize;
         let t = match polls.as_deref() {
-            Some(done @ [first, ..]) => done.len().checked_sub(mlp).map_or(*first, |i| done[i].max(*first)),
-            _ if walk => self.walk.borrow_mut().start_at(now, mlp, index),
+            Some(done @ [first, ..]) => fill_buffer_free(done, *first, mlp()),
+            _ if walk => self.walk.borrow_mut().start_at(now, mlp(), index),
             _ => now,
         };
         let access = if load { Access::Read } else { access };
@@ -1392,20 +1404,30 @@ mod tests {
         assert_eq!((a.ipi.ipi_cluster, a.ipi.ipi_shorthand), (0, false));
     }
 
-    /// CPUs 1..=3 each write their own flag (one line each) at time 0; returns
-    /// when CPU 0, starting at 1000, has read all three, in its sync phase or not.
-    fn read_three_flags(sync: bool) -> u64 {
+    /// The three flags CPUs 1..=3 write, one line each.
+    const FLAGS: [usize; 3] = [0x1000, 0x2000, 0x3000];
+
+    /// A four-CPU machine with `mlp` fill buffers on which CPUs 1..=3 have each
+    /// written their own flag at time 0.
+    fn flags_written(mlp: u64) -> Machine {
         let mut m = westmere(4);
-        let flags = [0x1000, 0x2000, 0x3000];
-        for (i, &f) in flags.iter().enumerate() {
+        m.costs.mlp = mlp;
+        for (i, &f) in FLAGS.iter().enumerate() {
             CpuHw::new(&mut m, i + 1, 0).shared(f, Access::Write);
         }
+        m
+    }
+
+    /// Returns when CPU 0, starting at 1000, has read the three flags, in its
+    /// sync phase or not.
+    fn read_three_flags(sync: bool) -> u64 {
+        let mut m = flags_written(preset::named("westmere").costs.mlp);
         let hw = CpuHw::new(&mut m, 0, 1000);
         if sync {
             hw.phase(Phase::Issue);
             hw.phase(Phase::Sync);
         }
-        for f in flags {
+        for f in FLAGS {
             hw.shared(f, Access::Read);
         }
         hw.now()
@@ -1418,20 +1440,14 @@ mod tests {
         assert_eq!(read_three_flags(true), 1000 + 2 * t, "the first, then the other two together");
     }
 
-    /// CPUs 1..=3 each write their own flag at time 0; returns when CPU 0,
-    /// starting at 1000 with `mlp` fill buffers, has read them as a walk, with
-    /// `between` after the first.
+    /// Returns when CPU 0, starting at 1000 with `mlp` fill buffers, has read
+    /// the three flags as a walk, with `between` after the first.
     fn walk_three_flags(mlp: u64, between: impl Fn(&CpuHw)) -> u64 {
-        let mut m = westmere(4);
-        m.costs.mlp = mlp;
-        let flags = [0x1000, 0x2000, 0x3000];
-        for (i, &f) in flags.iter().enumerate() {
-            CpuHw::new(&mut m, i + 1, 0).shared(f, Access::Write);
-        }
+        let mut m = flags_written(mlp);
         let hw = CpuHw::new(&mut m, 0, 1000);
-        hw.shared(flags[0], Access::ReadAhead);
+        hw.shared(FLAGS[0], Access::ReadAhead);
         between(&hw);
-        for f in &flags[1..] {
+        for f in &FLAGS[1..] {
             hw.shared(*f, Access::ReadAhead);
         }
         hw.now()
@@ -1454,15 +1470,12 @@ mod tests {
     #[test]
     fn a_walks_index_holds_back_the_loads_after_it_and_waits_for_none_before_it() {
         let t = preset::named("westmere").costs.lines.cacheline_transfer;
-        let mut m = westmere(4);
-        for (cpu, f) in [(1, 0x1000), (2, 0x2000), (3, 0x3000)] {
-            CpuHw::new(&mut m, cpu, 0).shared(f, Access::Write);
-        }
+        let mut m = flags_written(3);
         let hw = CpuHw::new(&mut m, 0, 1000);
-        hw.shared(0x1000, Access::ReadAhead);
-        hw.shared(0x2000, Access::ReadAheadIndex);
+        hw.shared(FLAGS[0], Access::ReadAhead);
+        hw.shared(FLAGS[1], Access::ReadAheadIndex);
         assert_eq!(hw.now(), 1000 + t, "the index went with the load before it");
-        hw.shared(0x3000, Access::ReadAhead);
+        hw.shared(FLAGS[2], Access::ReadAhead);
         assert_eq!(hw.now(), 1000 + 2 * t, "the load after it waited for it");
     }
 
