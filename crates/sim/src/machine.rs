@@ -468,6 +468,42 @@ impl Machine {
         transfer_cost(&self.costs, self.cores_per_socket, self.cores_per_ccx, a, b)
     }
 
+    /// Returns how long a walk of loads takes (module docs, "Walks"): `runs`
+    /// gives, in issue order, so many loads of so many cycles each; each load
+    /// starts once one of the `mlp` fill buffers is free, none waiting for the
+    /// value of another. The scheduler's scans of other CPUs' run queues are
+    /// such walks: each CPU's address comes from the scan's counter.
+    pub(crate) fn walk_time(&self, runs: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+        const MAX: usize = 64;
+        let mlp = (self.costs.mlp.max(1) as usize).min(MAX);
+        // When each of the last `mlp` loads returns, oldest at `head`.
+        let (mut ring, mut len, mut head) = ([0u64; MAX], 0, 0);
+        for (n, cycles) in runs {
+            let first = n.min(mlp as u64) as usize;
+            for _ in 0..first {
+                if len < mlp {
+                    ring[len] = cycles;
+                    len += 1;
+                } else {
+                    ring[head] += cycles;
+                    head = (head + 1) % mlp;
+                }
+            }
+            // The rest of the run: each load starts as the one `mlp` before
+            // it, of the same run, returns.
+            let rest = n - first as u64;
+            if rest > 0 {
+                let (rounds, extra) = (rest / mlp as u64, (rest % mlp as u64) as usize);
+                ring[..mlp].iter_mut().for_each(|t| *t += rounds * cycles);
+                for _ in 0..extra {
+                    ring[head] += cycles;
+                    head = (head + 1) % mlp;
+                }
+            }
+        }
+        ring[..len].iter().copied().max().unwrap_or(0)
+    }
+
     /// Returns the cycles running CPUs lost processing broadcast invalidations
     /// (DVM messages, `INVLPGB`) they did not issue, so far: those charged
     /// and those still owed ([`Stalls::total`]).
@@ -1402,6 +1438,38 @@ mod tests {
         // arm64's presets have neither: one write per target.
         let a = preset::named("altra").costs;
         assert_eq!((a.ipi.ipi_cluster, a.ipi.ipi_shorthand), (0, false));
+    }
+
+    #[test]
+    fn a_walk_of_loads_overlaps_them_up_to_the_fill_buffers() {
+        let mut m = westmere(4);
+        m.costs.mlp = 4;
+        assert_eq!(m.walk_time([]), 0);
+        // Ten loads of 100 cycles: three rounds of at most four.
+        assert_eq!(m.walk_time([(10, 100)]), 300);
+        assert_eq!(m.walk_time([(4, 100)]), 100);
+        // Runs of different costs, in issue order: two loads of 50 start at 0,
+        // five of 100 at 0, 0, 50, 50 and 100 (the first buffer free again).
+        assert_eq!(m.walk_time([(2, 50), (5, 100)]), 200);
+        // The order matters: the cheap loads after the dear ones wait for them.
+        assert_eq!(m.walk_time([(5, 100), (2, 50)]), 200);
+        assert_eq!(m.walk_time([(4, 100), (2, 50)]), 150);
+        // One fill buffer: one load after another.
+        m.costs.mlp = 1;
+        assert_eq!(m.walk_time([(2, 50), (5, 100), (1, 7)]), 607);
+        // Agrees with the CPU's own walk of the same lines (three flags other
+        // CPUs wrote, each one transfer away).
+        for mlp in 1..=3 {
+            let mut m = flags_written(mlp);
+            let hw = CpuHw::new(&mut m, 0, 1000);
+            for f in FLAGS {
+                hw.shared(f, Access::ReadAhead);
+            }
+            let took = hw.now() - 1000;
+            drop(hw);
+            let line = m.transfer_cost(1, 0);
+            assert_eq!(took, m.walk_time([(3, line)]), "mlp {mlp}");
+        }
     }
 
     /// The three flags CPUs 1..=3 write, one line each.

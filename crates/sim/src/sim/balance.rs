@@ -134,21 +134,23 @@ impl Sim {
     }
 
     /// What reading the run queues of `cpu`'s domain at `level` costs it: a
-    /// line transfer from each of its CPUs that runs something, `cpu` aside.
+    /// line transfer from each of its CPUs that runs something, `cpu` aside,
+    /// as one walk (`update_sg_lb_stats` takes each CPU's run queue from the
+    /// loop's counter, never from a value it read).
     fn newidle_scan(&self, cpu: usize, level: Level) -> u64 {
         let d = self.scheduler.domains();
         let llcs = self.scheduler.llcs();
         let span = match level {
             Level::Core => {
                 let busy = d.core(cpu).filter(|&c| c != cpu && !self.scheduler.idle(c));
-                return busy.map(|c| self.m.transfer_cost(cpu, c)).sum();
+                return self.m.walk_time(busy.map(|c| (1, self.m.transfer_cost(cpu, c))));
             }
             Level::Llc => crate::sched::domain::llc_span(llcs, cpu),
             Level::Node => d.node(cpu),
             Level::Machine => 0..d.ncpus(),
         };
         let own = self.scheduler.cpu(cpu).llc() as usize;
-        (0..self.scheduler.nllcs())
+        let runs = (0..self.scheduler.nllcs())
             .filter(|&l| span.contains(&(self.scheduler.llc_range(l).0 as usize)))
             .map(|l| {
                 let (lo, hi) = self.scheduler.llc_range(l);
@@ -156,9 +158,9 @@ impl Sim {
                 if l == own && !self.scheduler.idle(cpu) {
                     busy -= 1;
                 }
-                busy * self.m.transfer_cost(cpu, lo as usize)
-            })
-            .sum()
+                (busy, self.m.transfer_cost(cpu, lo as usize))
+            });
+        self.m.walk_time(runs)
     }
 
     /// `find_busiest_group` and `find_busiest_queue` for `cpu`'s balance of

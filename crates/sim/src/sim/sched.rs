@@ -155,12 +155,15 @@ impl Sim {
         let (cpu, now) = if self.cfg.migration && !self.scheduler.thread(tid).pinned() {
             let placed = self.scheduler.select_task_rq(tid, prev, from, sync);
             // The scans' reads of busy CPUs' run-queue lines, charged to the
-            // waker; `select_idle_cpu`'s own, the sample of its average cost.
+            // waker as a walk (the next CPU's address is the scan's counter,
+            // not a value read); `select_idle_cpu`'s own, the sample of its
+            // average cost.
             let line = self.m.transfer_cost(from, placed.cpu);
             if let Some(busy) = placed.idle_scan {
-                self.scheduler.scan_took(from, u64::from(busy) * line);
+                let took = self.m.walk_time([(u64::from(busy), line)]);
+                self.scheduler.scan_took(from, took);
             }
-            (placed.cpu, now + u64::from(placed.busy_read) * line)
+            (placed.cpu, now + self.m.walk_time([(u64::from(placed.busy_read), line)]))
         } else {
             (prev, now)
         };
