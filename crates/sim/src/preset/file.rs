@@ -723,6 +723,13 @@ pub fn check(p: &Preset) -> Result<(), String> {
     if t.l2_entries > 1 << 20 {
         bad.push(format!("tlb.l2_entries {} is beyond any machine's (at most 1048576)", t.l2_entries));
     }
+    let most = crate::machine::MAX_MLP;
+    if !(1..=most).contains(&p.costs.mlp) {
+        bad.push(format!(
+            "costs_cycles.mlp {}: the loads a core has in flight at once (its L1D fill buffers), 1 to {most}",
+            p.costs.mlp
+        ));
+    }
     if !(p.mem_bw_gbs.is_finite() && p.mem_bw_gbs > 0.0) {
         bad.push(format!("mem_bw_gbs {} must be a positive number", p.mem_bw_gbs));
     }
@@ -829,6 +836,8 @@ mod tests {
             ("name = \"x\"\nbase = \"skx8170\"\n[costs_cycles]\nidle_polling_states = 5\n", "must be 0 to 4"),
             ("name = \"x\"\nbase = \"skx8170\"\n[costs_cycles]\nidle2_residency = 1\n", "must rise with the state's depth"),
             ("name = \"x\"\nbase = \"milan\"\n[tlb]\npwc_entries = 65\n", "hold at most 64 entries each"),
+            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\nmlp = 0\n", "costs_cycles.mlp 0: the loads a core has in flight"),
+            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\nmlp = 65\n", "1 to 64"),
             ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl1d_entries = 72\n", "tlb.l1d_entries 72"),
             ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl2_entries = { value = 2048, source_as = \"l2_entires\" }\n", "tlb.l2_entries: source_as leads to 'tlb.l2_entires', which this machine does not set"),
             ("name = \"x\"\nbase = \"milan\"\n[tlb]\nl2_entries = { value = 2048, source_as = \"l2_ways\" }\nl2_ways = { value = 8, source_as = \"l2_entries\" }\n", "comes back to itself"),
