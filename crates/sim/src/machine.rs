@@ -474,7 +474,7 @@ impl Machine {
     /// value of another. The scheduler's scans of other CPUs' run queues are
     /// such walks: each CPU's address comes from the scan's counter.
     pub(crate) fn walk_time(&self, runs: impl IntoIterator<Item = (u64, u64)>) -> u64 {
-        const MAX: usize = MAX_MLP as usize;
+        const MAX: usize = crate::preset::MAX_MLP as usize;
         let mlp = (self.costs.mlp.max(1) as usize).min(MAX);
         // When each of the last `mlp` loads returns, oldest at `head`.
         let (mut ring, mut len, mut head) = ([0u64; MAX], 0, 0);
@@ -766,10 +766,6 @@ pub struct CpuHw<'a> {
     /// The walk under way (module docs, "Walks").
     walk: RefCell<Walk>,
 }
-
-/// The most loads a core may have in flight at once (a machine's `mlp`, checked
-/// when its file is read): above any core's L1D fill buffers.
-pub(crate) const MAX_MLP: u64 = 64;
 
 /// A run of [`Access::ReadAhead`] loads: when it started, when each of its loads
 /// returned, and the CPU's clock after the last, which any other work moves on.

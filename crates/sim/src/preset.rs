@@ -716,6 +716,10 @@ pub fn arch_name(a: Arch) -> &'static str {
 /// The most CPUs a machine may have (Linux's `NR_CPUS` default on arm64 and x86).
 pub const MAX_CPUS: usize = 4096;
 
+/// The most loads a core may have in flight at once (a machine's `mlp`, checked
+/// when its file is read): above any core's L1D fill buffers.
+pub const MAX_MLP: u64 = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -723,7 +723,7 @@ pub fn check(p: &Preset) -> Result<(), String> {
     if t.l2_entries > 1 << 20 {
         bad.push(format!("tlb.l2_entries {} is beyond any machine's (at most 1048576)", t.l2_entries));
     }
-    let most = crate::machine::MAX_MLP;
+    let most = super::MAX_MLP;
     if !(1..=most).contains(&p.costs.mlp) {
         bad.push(format!(
             "costs_cycles.mlp {}: the loads a core has in flight at once (its L1D fill buffers), 1 to {most}",
