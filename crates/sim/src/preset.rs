@@ -762,7 +762,7 @@ mod tests {
             .iter()
             .map(|p| (p.name.clone(), p.cores_per_socket, p.real_cores))
             .collect();
-        let want = [("skx8170", 52, 104), ("icx8358", 64, 128), ("icx8336c", 32, 64)];
+        let want = [("skx8170", 52, 104), ("icx8358", 64, 128), ("icx8336c", 64, 128)];
         assert_eq!(got, want.map(|(n, a, b)| (n.to_string(), a, b)));
     }
 

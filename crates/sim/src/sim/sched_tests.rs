@@ -369,16 +369,16 @@ fn x86(preset: &str, ncpus: usize, smt: Option<bool>) -> Sim {
 
 #[test]
 fn forks_spread_over_the_nodes_and_cores_as_the_presets_kernel_balances_them() {
-    // icx8336c runs Linux v6.1: 2 nodes of 16 cores x 2 threads. Processes a
-    // launcher on CPU 0 forks: two more on node 0, then the nodes in turn,
-    // one to a core.
-    let mut sim = x86("icx8336c", 64, None);
+    // icx8336c runs Linux v6.1: 2 nodes of 32 cores x 2 threads (node 1 from
+    // CPU 64). Processes a launcher on CPU 0 forks: two more on node 0, then
+    // the nodes in turn, one to a core.
+    let mut sim = x86("icx8336c", 128, None);
     let tids: Vec<usize> = (0..6).map(|_| sim.spawn(Box::new(Spin { left: 10 })).unwrap()).collect();
     let cpus: Vec<usize> = tids.iter().map(|&t| sim.scheduler.thread(t).cpu()).collect();
-    assert_eq!(cpus, vec![0, 1, 2, 32, 3, 33]);
-    assert_eq!(sim.fork_order(4, 0), Some(vec![0, 1, 2, 32]), "pft's threads start as forks do");
-    // With SMT off each CPU is a core: CPU 16 is node 0's seventeenth core.
-    assert_eq!(x86("icx8336c", 64, Some(false)).fork_order(4, 0), Some(vec![0, 1, 2, 32]));
+    assert_eq!(cpus, vec![0, 1, 2, 64, 3, 65]);
+    assert_eq!(sim.fork_order(4, 0), Some(vec![0, 1, 2, 64]), "pft's threads start as forks do");
+    // With SMT off each CPU is a core: CPU 32 is node 0's thirty-third core.
+    assert_eq!(x86("icx8336c", 128, Some(false)).fork_order(4, 0), Some(vec![0, 1, 2, 64]));
     // skx8170 runs v5.10: node 0 until it has no idle CPU (52 of them).
     let order = x86("skx8170", 104, None).fork_order(53, 0).unwrap();
     assert!(order[..52].iter().all(|&c| c < 52) && order[52] == 52, "{order:?}");
@@ -388,37 +388,37 @@ fn forks_spread_over_the_nodes_and_cores_as_the_presets_kernel_balances_them() {
 
 #[test]
 fn a_wakeup_takes_a_wholly_idle_core_before_an_idle_thread_of_a_busy_one() {
-    // icx8336c, v6.1 (CFS): node 0's core c is CPUs c and c + 16. CPU 20
+    // icx8336c, v6.1 (CFS): node 0's core c is CPUs c and c + 32. CPU 36
     // (core 4's second thread) and CPU 5 (core 5's first) are busy: the scan
-    // from 21 passes CPU 21, idle beside busy CPU 5, for CPU 22, whose core
-    // is idle. With SMT off each CPU is a core: 21.
-    let mut busy = vec![0; 64];
-    (busy[20], busy[5]) = (1, 1);
-    for (smt, expect) in [(None, 22), (Some(false), 21)] {
-        let mut sim = x86("icx8336c", 64, smt);
+    // from 37 passes CPU 37, idle beside busy CPU 5, for CPU 38, whose core
+    // is idle. With SMT off each CPU is a core: 37.
+    let mut busy = vec![0; 128];
+    (busy[36], busy[5]) = (1, 1);
+    for (smt, expect) in [(None, 38), (Some(false), 37)] {
+        let mut sim = x86("icx8336c", 128, smt);
         let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
         // Its recently used CPU is its previous one: no candidate of its own.
-        sim.scheduler.thread_mut(wakee).recent_used_cpu = 20;
+        sim.scheduler.thread_mut(wakee).recent_used_cpu = 36;
         set_loads(&mut sim, &busy);
-        assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, expect, "smt {smt:?}");
+        assert_eq!(sim.scheduler.select_task_rq(wakee, 36, 36, false).cpu, expect, "smt {smt:?}");
     }
     // No core wholly idle: the first idle CPU of the scan.
-    let mut sim = x86("icx8336c", 64, None);
+    let mut sim = x86("icx8336c", 128, None);
     let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
-    let loads: Vec<u32> = (0..64).map(|c| u32::from(c < 16 || c == 20)).collect();
+    let loads: Vec<u32> = (0..128).map(|c| u32::from(c < 32 || c == 36)).collect();
     set_loads(&mut sim, &loads);
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, 21);
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 36, 36, false).cpu, 37);
 }
 
 #[test]
 fn with_no_idle_core_a_wakeup_takes_an_idle_thread_of_the_previous_cpus_core_from_v5_13() {
-    // icx8336c (v6.1): node 0's cache domain is CPUs 0 to 31, core c CPUs c
-    // and c + 16. Every CPU of it busy but 21 (core 5's second thread) and
-    // 23 (core 7's): no core is wholly idle. The wakee last ran on CPU 7 and
-    // is woken from CPU 20: the scan of the cache domain would take 21, its
-    // first idle CPU; `select_idle_smt` takes CPU 7's idle sibling, 23.
-    let mut loads = vec![0; 64];
-    for c in (0..32).filter(|&c| c != 21 && c != 23) {
+    // icx8336c (v6.1): node 0's cache domain is CPUs 0 to 63, core c CPUs c
+    // and c + 32. Every CPU of it busy but 37 (core 5's second thread) and
+    // 39 (core 7's): no core is wholly idle. The wakee last ran on CPU 7 and
+    // is woken from CPU 36: the scan of the cache domain would take 37, its
+    // first idle CPU; `select_idle_smt` takes CPU 7's idle sibling, 39.
+    let mut loads = vec![0; 128];
+    for c in (0..64).filter(|&c| c != 37 && c != 39) {
         loads[c] = 1;
     }
     let pick = |kernel: Option<preset::Kernel>| {
@@ -427,35 +427,35 @@ fn with_no_idle_core_a_wakeup_takes_an_idle_thread_of_the_previous_cpus_core_fro
             p.kernel = k;
         }
         use tlbkit_policy::asid::LinuxX86;
-        let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(p, 64, 1) };
-        let mut sim = Sim::new(cfg, LinuxX86::new(64, 16, true));
+        let cfg = SimConfig { max_mms: 16, ..SimConfig::quiet(p, 128, 1) };
+        let mut sim = Sim::new(cfg, LinuxX86::new(128, 16, true));
         let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
         sim.scheduler.thread_mut(wakee).recent_used_cpu = 7;
         set_loads(&mut sim, &loads);
-        sim.scheduler.select_task_rq(wakee, 7, 20, false).cpu
+        sim.scheduler.select_task_rq(wakee, 7, 36, false).cpu
     };
-    assert_eq!(pick(None), 23);
+    assert_eq!(pick(None), 39);
     // v5.12 had no such step: the scan's first idle CPU.
-    assert_eq!(pick(Some(preset::Kernel::Linux(5, 12))), 21);
+    assert_eq!(pick(Some(preset::Kernel::Linux(5, 12))), 37);
     assert!(preset::Kernel::Linux(5, 13).idle_smt_prev() && !preset::Kernel::Linux(5, 12).idle_smt_prev());
 }
 
 #[test]
 fn a_wakeup_takes_the_wakees_recently_used_cpu_when_it_is_idle() {
-    // icx8336c (v6.1, from v5.15's rule): CPUs 20 (the wakee's previous
+    // icx8336c (v6.1, from v5.15's rule): CPUs 36 (the wakee's previous
     // one, the target) and 3 busy, CPU 7 (its recently used one) idle.
-    let mut loads = vec![0; 64];
-    (loads[20], loads[3]) = (1, 1);
-    let mut sim = x86("icx8336c", 64, None);
+    let mut loads = vec![0; 128];
+    (loads[36], loads[3]) = (1, 1);
+    let mut sim = x86("icx8336c", 128, None);
     let wakee = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     set_loads(&mut sim, &loads);
     sim.scheduler.thread_mut(wakee).recent_used_cpu = 7;
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, 7, "not the scan's first idle CPU, 21");
-    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 20, "its record is now its previous CPU");
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 36, 36, false).cpu, 7, "not the scan's first idle CPU, 37");
+    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 36, "its record is now its previous CPU");
     // A busy recently used CPU: the scan, and the record moves all the same (v5.15 on).
     sim.scheduler.thread_mut(wakee).recent_used_cpu = 3;
-    assert_eq!(sim.scheduler.select_task_rq(wakee, 20, 20, false).cpu, 21);
-    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 20);
+    assert_eq!(sim.scheduler.select_task_rq(wakee, 36, 36, false).cpu, 37);
+    assert_eq!(sim.scheduler.thread(wakee).recent_used_cpu, 36);
     // v5.10 (skx8170): the record moves only when taken, and an affine
     // wake-up makes the waker's CPU the waker's record.
     let mut sim = x86("skx8170", 104, None);
@@ -479,15 +479,15 @@ fn a_wakeup_takes_the_wakees_recently_used_cpu_when_it_is_idle() {
 
 #[test]
 fn a_busy_node_takes_a_task_from_a_busier_one_at_its_balance() {
-    // icx8336c with SMT off, v6.1: nodes of 32 CPUs. Node 0 runs two tasks a
+    // icx8336c with SMT off, v6.1: nodes of 64 CPUs. Node 0 runs two tasks a
     // CPU, node 1 one: node 1's first CPU, busy, balances the machine level
     // and pulls one task from node 0; node 1's second CPU does not balance
     // for it (`should_we_balance`), nor does a node with an idle CPU.
     let setup = |idle_in_node1: bool| {
-        let mut sim = x86("icx8336c", 64, Some(false));
+        let mut sim = x86("icx8336c", 128, Some(false));
         let mm = sim.new_mm().unwrap();
-        for cpu in 0..64 {
-            let n = if cpu < 32 { 2 } else { u32::from(!(idle_in_node1 && cpu == 40)) };
+        for cpu in 0..128 {
+            let n = if cpu < 64 { 2 } else { u32::from(!(idle_in_node1 && cpu == 72)) };
             for _ in 0..n {
                 let t = sim.new_thread(mm, Box::new(Spin { left: 1_000 }), cpu, false);
                 sim.enqueue_new(t, cpu, 0, cpu);
@@ -497,27 +497,27 @@ fn a_busy_node_takes_a_task_from_a_busier_one_at_its_balance() {
     };
     let now = 10_000_000_000;
     let mut sim = setup(false);
-    let load = |sim: &Sim| (0..64).map(|c| sim.scheduler.load_of(c)).sum::<u32>();
-    let before: Vec<u32> = (0..64).map(|c| sim.scheduler.load_of(c)).collect();
-    sim.tick_balance(33, now);
-    assert_eq!((0..64).map(|c| sim.scheduler.load_of(c)).collect::<Vec<_>>(), before, "not the group's first CPU");
-    sim.tick_balance(32, now);
-    assert_eq!(sim.scheduler.load_of(32), 2, "node 1's first CPU pulled a task");
-    assert_eq!((0..32).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 63);
-    assert_eq!(load(&sim), 96);
+    let load = |sim: &Sim| (0..128).map(|c| sim.scheduler.load_of(c)).sum::<u32>();
+    let before: Vec<u32> = (0..128).map(|c| sim.scheduler.load_of(c)).collect();
+    sim.tick_balance(65, now);
+    assert_eq!((0..128).map(|c| sim.scheduler.load_of(c)).collect::<Vec<_>>(), before, "not the group's first CPU");
+    sim.tick_balance(64, now);
+    assert_eq!(sim.scheduler.load_of(64), 2, "node 1's first CPU pulled a task");
+    assert_eq!((0..64).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 127);
+    assert_eq!(load(&sim), 192);
     // Not again before its interval (64 ms times busy_factor).
-    sim.tick_balance(32, now + 1);
-    assert_eq!(sim.scheduler.load_of(32), 2);
-    // A node with an idle CPU: CPU 32's own balance of the machine is not
-    // its to make (CPU 40, idle, balances for the node); its cache domain
-    // having more than one busy CPU, it kicks the first idle CPU, 40, which
+    sim.tick_balance(64, now + 1);
+    assert_eq!(sim.scheduler.load_of(64), 2);
+    // A node with an idle CPU: CPU 64's own balance of the machine is not
+    // its to make (CPU 72, idle, balances for the node); its cache domain
+    // having more than one busy CPU, it kicks the first idle CPU, 72, which
     // balances for itself (`CPU_IDLE`): nothing in its cache domain (no CPU
-    // there runs two), one of node 0's tasks at the machine level (64 tasks
-    // against 31: half the difference).
+    // there runs two), one of node 0's tasks at the machine level (128 tasks
+    // against 63: half the difference).
     let mut sim = setup(true);
-    sim.tick_balance(32, now);
-    assert_eq!((sim.scheduler.load_of(40), sim.scheduler.load_of(32)), (1, 1));
-    assert_eq!((0..32).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 63);
+    sim.tick_balance(64, now);
+    assert_eq!((sim.scheduler.load_of(72), sim.scheduler.load_of(64)), (1, 1));
+    assert_eq!((0..64).map(|c| sim.scheduler.load_of(c)).sum::<u32>(), 127);
 }
 
 /// Two CPUs of an Ampere Altra under EEVDF with `delay_dequeue`: a [`Spin`]
@@ -777,11 +777,11 @@ fn the_domains_parameters_follow_the_kernels_version() {
     assert!(!Kernel::Linux(6, 7).util_shr_failed() && Kernel::Linux(6, 8).util_shr_failed());
     assert!(!Kernel::Linux(4, 15).affine_prev_idle() && Kernel::Linux(4, 16).affine_prev_idle());
     // The lowest domain holding two CPUs gives wake_affine_weight its
-    // bias: icx8336c (v6.1, SMT: CPU c and c + 16 of a node are one core).
-    let sim = x86("icx8336c", 64, None);
-    assert_eq!(sim.scheduler.imbalance_pct(3, 19), SMT_IMBALANCE_PCT);
+    // bias: icx8336c (v6.1, SMT: CPU c and c + 32 of a node are one core).
+    let sim = x86("icx8336c", 128, None);
+    assert_eq!(sim.scheduler.imbalance_pct(3, 35), SMT_IMBALANCE_PCT);
     assert_eq!(sim.scheduler.imbalance_pct(3, 4), LLC_IMBALANCE_PCT);
-    assert_eq!(sim.scheduler.imbalance_pct(3, 40), 117);
+    assert_eq!(sim.scheduler.imbalance_pct(3, 72), 117);
 }
 
 #[test]

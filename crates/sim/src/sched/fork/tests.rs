@@ -16,8 +16,8 @@ fn imb_numa_nr_is_an_eighth_of_a_single_cache_package_times_the_nodes() {
 
 #[test]
 fn v6_spreads_forks_over_both_nodes_once_the_parents_node_runs_two_more() {
-    // icx8336c as Linux v6.1 sees it: nodes of 32 CPUs, a core's threads
-    // CPU c and c + 16 of its node.
+    // Two nodes of 16 cores x 2 threads as Linux v6.1 sees them: nodes of
+    // 32 CPUs, a core's threads CPU c and c + 16 of its node.
     let numa = NumaFork::for_linux((6, 1), 64, 32, 32);
     assert_eq!(numa, NumaFork::Imbalance { imb_numa_nr: 8 });
     let d = ForkDomains::new(64, 32, 2, numa, Kernel::Linux(6, 1));

@@ -38,28 +38,29 @@ fn machine(machine: &str, kernel: Kernel, cpus: &[usize]) -> Sim {
 
 #[test]
 fn an_idle_core_takes_a_task_from_a_core_running_two_by_active_balance() {
-    // icx8336c: nodes of 16 cores x 2 threads, CPU c and c + 16 one core.
+    // icx8336c: nodes of 32 cores x 2 threads, CPU c and c + 32 one core.
     // Core 0's threads run a task each; CPU 1's core is idle. Its balance
     // of the cache domain (groups: cores) finds core 0 two tasks ahead and
     // wants one, but neither thread has a task to spare: each balance fails
     // and the fourth (more than `cache_nice_tries` + 2) has CPU 0's stopper
     // push its task over. v6.6 reaches it as `group_smt_balance`, v6.1 by
-    // `prefer_sibling`.
+    // `prefer_sibling`. The balances come a domain's interval apart: its
+    // weight in ms, 64.
     for kernel in [Kernel::Linux(6, 1), Kernel::Linux(6, 6)] {
-        let mut sim = machine("icx8336c", kernel, &[0, 16]);
+        let mut sim = machine("icx8336c", kernel, &[0, 32]);
         let ms = sim.scheduler.tun().ms;
         let mut now = 10_000 * ms;
         for failures in 1..=3 {
             sim.rebalance_domains(1, 1, Idle::Idle, now);
             assert_eq!(sim.scheduler.cpu(1).balancing().failures(Level::Llc), failures, "{kernel:?}");
             assert!(!sim.scheduler.cpu(0).balancing().pushing());
-            now += 32 * ms;
+            now += 64 * ms;
         }
         sim.rebalance_domains(1, 1, Idle::Idle, now);
         assert!(sim.scheduler.cpu(0).balancing().pushing(), "{kernel:?}: the fourth failure starts an active balance");
         assert!(sim.scheduler.cpu_mut(0).resched_owed(), "the stopper preempts CPU 0's task");
         sim.schedule(0, None, now);
-        let loads: Vec<u32> = [0, 16, 1].iter().map(|&c| sim.scheduler.load_of(c)).collect();
+        let loads: Vec<u32> = [0, 32, 1].iter().map(|&c| sim.scheduler.load_of(c)).collect();
         assert_eq!(loads, [0, 1, 1], "{kernel:?}");
         assert_eq!(sim.scheduler.cpu(1).balancing().failures(Level::Llc), 0);
     }
@@ -67,16 +68,16 @@ fn an_idle_core_takes_a_task_from_a_core_running_two_by_active_balance() {
 
 #[test]
 fn from_v6_6_a_group_balances_from_its_first_idle_cpu_on_an_idle_core() {
-    // icx8336c's node 1 (CPUs 32-63; CPU c and c + 16 one core): CPUs 32,
-    // 33, 49 and 50 busy, so 34 is idle on a busy core (its sibling 50
-    // runs) and 35 the first idle CPU of a wholly idle core. The node's
-    // balance of the machine is 34's to make before v6.6, 35's from it.
+    // icx8336c's node 1 (CPUs 64-127; CPU c and c + 32 one core): CPUs 64,
+    // 65, 97 and 98 busy, so 66 is idle on a busy core (its sibling 98
+    // runs) and 67 the first idle CPU of a wholly idle core. The node's
+    // balance of the machine is 66's to make before v6.6, 67's from it.
     let first = |kernel| {
-        let sim = machine("icx8336c", kernel, &[32, 33, 49, 50]);
-        (32..64).find(|&c| sim.should_we_balance(c, Level::Machine, &sim.span(c, Level::Machine), Idle::Idle))
+        let sim = machine("icx8336c", kernel, &[64, 65, 97, 98]);
+        (64..128).find(|&c| sim.should_we_balance(c, Level::Machine, &sim.span(c, Level::Machine), Idle::Idle))
     };
-    assert_eq!(first(Kernel::Linux(6, 1)), Some(34));
-    assert_eq!(first(Kernel::Linux(6, 6)), Some(35));
+    assert_eq!(first(Kernel::Linux(6, 1)), Some(66));
+    assert_eq!(first(Kernel::Linux(6, 6)), Some(67));
 }
 
 #[test]
