@@ -8,9 +8,14 @@
 //! costs what the preset says for the distance between the line's owner and the
 //! requester (`cacheline_transfer` inside an L3 domain, `cacheline_cross_ccx`
 //! more between the domains of a socket, `cacheline_cross_socket` more across
-//! sockets: `crate::machine`'s `transfer_cost`). Reads share: a version is
-//! read by any number of CPUs, each paying its own transfer, and the reads of one
-//! version overlap (a directory or snoop filter serves them in parallel). Writes
+//! sockets: `crate::machine`'s `transfer_cost`). Every request for a line passes
+//! its point of serialization (the home agent or directory slice its address
+//! maps to), which orders it with the line's other requests. The first read of
+//! a version another CPU wrote is an intervention from that CPU's cache (a
+//! "modified intervention"), ordered there like a write: it takes the line's
+//! turn, and a write asked for meanwhile waits for it. After it the line is
+//! shared, and the later reads of that version overlap, each paying its own
+//! transfer (the directory or snoop filter serves them in parallel). Writes
 //! invalidate: a write or atomic waits for the first gap in which the line is not
 //! moving, so concurrent writers queue one move at a time, each served from the
 //! previous writer. A plain store waits in the store buffer, not in the CPU, and
@@ -23,8 +28,10 @@
 //! CPUs read each version, and the intervals in which it was moving
 //! (`timeline.rs`). An access is placed at its own time in that history:
 //! - a read costs a transfer from the owner of the version it finds (nothing if
-//!   the CPU already holds that version); reads of one version do not wait for
-//!   one another, only for a move in progress;
+//!   the CPU already holds that version); the first read of a version another
+//!   CPU wrote waits, as a write does, for the first gap in which the line is
+//!   not moving and takes the line for its transfer; the later reads of that
+//!   version do not wait for one another, only for a move in progress;
 //! - a write or atomic waits for the first gap in which the line is not moving
 //!   that is long enough for its move (from whoever owns the line then), one
 //!   move at a time per line, however many CPUs are queued;
@@ -290,6 +297,19 @@ impl Line {
                 if version.writer == Some(me) || version.readers.iter().any(|&(r, at)| r == me && at <= t) {
                     return (t + mem, 0);
                 }
+                if version.writer.is_some() && version.readers.is_empty() {
+                    // An intervention from the writer's cache: the line's turn.
+                    let from = |s: u64| self.versions[self.version_at(s)].writer;
+                    let (start, _) = self.moves.fit(t, |s, _| cost(from(s), me));
+                    let v = self.version_at(start);
+                    if self.versions[v].writer == Some(me) {
+                        return (start + mem, 0);
+                    }
+                    let end = start + cost(from(start), me);
+                    self.moves.insert(start, end, ());
+                    self.versions[v].readers.push((me, end));
+                    return (end, 1);
+                }
                 let end = t + cost(version.writer, me);
                 self.versions[v].readers.push((me, end));
                 (end, 1)
@@ -468,11 +488,30 @@ mod tests {
     }
 
     #[test]
-    fn reads_of_one_version_overlap() {
+    fn reads_of_a_shared_version_overlap() {
+        let mut line = written_by_cpu0();
+        assert_eq!(access(&mut line, 1, 1000, 0, Access::Read), 1100, "the first: CPU 0's intervention");
+        assert_eq!(access(&mut line, 2, 1200, 0, Access::Read), 1300);
+        assert_eq!(access(&mut line, 3, 1200, 0, Access::Read), 1300, "not behind cpu2's read");
+        assert_eq!(access(&mut line, 1, 1100, 8, Access::Read), 1104, "cpu1 holds this version");
+    }
+
+    #[test]
+    fn the_first_read_of_a_version_takes_the_lines_turn_and_the_later_ones_share_it() {
+        // CPU 0's version: CPU 1's read fetches it from CPU 0's cache (1000 to
+        // 1100). CPU 3's read asked at 1050 waits for that turn and then
+        // shares the version, taking no turn of its own, so CPU 2's atomic
+        // asked at 1050 is next after CPU 1's.
         let mut line = written_by_cpu0();
         assert_eq!(access(&mut line, 1, 1000, 0, Access::Read), 1100);
-        assert_eq!(access(&mut line, 2, 1000, 0, Access::Read), 1100, "not behind cpu1's read");
-        assert_eq!(access(&mut line, 1, 1100, 8, Access::Read), 1104, "cpu1 holds this version");
+        assert_eq!(access(&mut line, 3, 1050, 0, Access::Read), 1200, "after CPU 1's intervention");
+        assert_eq!(access(&mut line, 2, 1050, 8, Access::Rmw), 1200, "behind CPU 1's intervention only");
+        // CPU 2's version: the first read of it is a turn again, after CPU 2's move.
+        assert_eq!(access(&mut line, 1, 1150, 8, Access::Read), 1300);
+        // A line nobody wrote comes from memory: reads of it take no turn.
+        let mut fresh = Line::default();
+        assert_eq!(access(&mut fresh, 1, 0, 0, Access::Read), 100);
+        assert_eq!(access(&mut fresh, 2, 10, 0, Access::Rmw), 110, "not behind the read from memory");
     }
 
     #[test]
