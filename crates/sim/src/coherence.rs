@@ -273,6 +273,15 @@ impl Line {
         i
     }
 
+    /// Returns the start and end of the first move of the line to `me` that
+    /// fits from `t`, not yet placed: it comes from whoever owns the line when
+    /// it starts, and must fit before the next move from there.
+    fn next_move(&self, t: u64, me: u32, cost: &impl Fn(Option<u32>, u32) -> u64) -> (u64, u64) {
+        let from = |s: u64| self.versions[self.version_at(s)].writer;
+        let (start, _) = self.moves.fit(t, |s, _| cost(from(s), me));
+        (start, start + cost(from(start), me))
+    }
+
     /// Performs `req` on a variable of this line, a line move from CPU `a` to
     /// CPU `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit `mem`,
     /// no access coming before `floor` from now on. Returns when the access is
@@ -299,13 +308,11 @@ impl Line {
                 }
                 if version.writer.is_some() && version.readers.is_empty() {
                     // An intervention from the writer's cache: the line's turn.
-                    let from = |s: u64| self.versions[self.version_at(s)].writer;
-                    let (start, _) = self.moves.fit(t, |s, _| cost(from(s), me));
+                    let (start, end) = self.next_move(t, me, &cost);
                     let v = self.version_at(start);
                     if self.versions[v].writer == Some(me) {
                         return (start + mem, 0);
                     }
-                    let end = start + cost(from(start), me);
                     self.moves.insert(start, end, ());
                     self.versions[v].readers.push((me, end));
                     return (end, 1);
@@ -330,11 +337,7 @@ impl Line {
                     // A plain store retires into the store buffer without waiting.
                     return (if store { t_in } else { t } + mem, 0);
                 }
-                // The move comes from whoever owns the line when it starts, and
-                // must fit before the next move from there.
-                let from = |s: u64| self.versions[self.version_at(s)].writer;
-                let (start, _) = self.moves.fit(t, |s, _| cost(from(s), me));
-                let end = start + cost(from(start), me);
+                let (start, end) = self.next_move(t, me, &cost);
                 self.moves.insert(start, end, ());
                 let nv = self.insert_version(end, me);
                 self.set_visible(var, end);
