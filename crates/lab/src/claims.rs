@@ -292,7 +292,9 @@ pub const CLAIMS: &[Claim] = &[
                   the balancer's core level, active balance and idle load balancer, 0.9576 (the baseline to \
                   1.7078 s); a page zapped in its CPU's LRU-add batch freed at the batch's drain, 0.9544 (the \
                   variant to 1.6293 s, the baseline to 1.7072 s); the scheduler's scans of other CPUs' run \
-                  queues overlapping as walks, 0.9585 (the variant to 1.6414 s, the baseline to 1.7125 s)"],
+                  queues overlapping as walks, 0.9585 (the variant to 1.6414 s, the baseline to 1.7125 s); \
+                  mmap_lock's owner word on its count's line, as arm64's v6.9 mm_struct has it, 0.9591 (the \
+                  variant to 1.6417 s, the baseline to 1.7117 s)"],
     },
     Claim {
         id: "origin002-pingpong",

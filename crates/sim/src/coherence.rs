@@ -435,16 +435,11 @@ const KLINE_BASE: usize = 1 << 60;
 /// line each (the lock word or counter and what shares its line).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KLine {
-    /// An address space's `mmap_lock` (its rwsem count word), by slot.
-    MmapLock(u32),
-    /// The line of an address space's `mmap_lock` owner word, by slot: not the
-    /// count's (`struct mm_struct` places `mmap_lock` so that its "two hot
-    /// fields 'count' and 'owner' sit in 2 different cachelines", the note of
-    /// `include/linux/mm_types.h` since v5.14, commit 2e3025434a6b, which
-    /// restored the layout of the kernels before it). `mm_lock_seq`, which a
-    /// fault under per-VMA locks reads, follows `mmap_lock` and `mmlist` on
-    /// this line ([`MM_LOCK_SEQ`] bytes in).
-    MmapLockOwner(u32),
+    /// A word of an address space's `struct mm_struct`, by slot and byte
+    /// offset: `mmap_lock`'s count and owner words, `pgd`, `mm_lock_seq`,
+    /// where the kernel's release puts them ([`crate::mm_layout`]), so that
+    /// the words one line holds share its moves.
+    Mm(u32, u16),
     /// A VMA's lock (`vma->vm_lock`, Linux v6.4 and later), by address-space
     /// slot and the VMA's first page.
     VmaLock(u32, u64),
@@ -454,20 +449,14 @@ pub enum KLine {
     MemcgCounter(u8),
 }
 
-/// Where `mm_lock_seq` sits in [`KLine::MmapLockOwner`]'s line: past the
-/// rest of `mmap_lock` after its owner word (32 bytes: owner, spinner queue,
-/// wait lock, wait list) and `mmlist` (16), and from v6.15 `vma_writer_wait`
-/// (8): 48 or 56 bytes in, a variable of its own either way.
-pub const MM_LOCK_SEQ: usize = 48;
-
 impl KLine {
     /// Returns the line's address: kind, then index, each line 64 bytes apart.
     pub fn addr(self) -> usize {
         let (kind, index): (usize, u64) = match self {
-            KLine::MmapLock(mm) => (0, mm.into()),
+            // An mm_struct's words lie within its first 4 KB (64 lines).
+            KLine::Mm(mm, offset) => return KLINE_BASE + ((mm as usize & ((1 << 40) - 1)) << 12) + offset as usize,
             KLine::VmaLock(mm, page) => (1, (u64::from(mm) << 36) | (page & ((1 << 36) - 1))),
             KLine::MemcgCounter(level) => (2, level.into()),
-            KLine::MmapLockOwner(mm) => (3, mm.into()),
         };
         KLINE_BASE + (kind << 52) + (index as usize & ((1 << 46) - 1)) * 64
     }
@@ -649,8 +638,9 @@ mod tests {
     #[test]
     fn kernel_lines_are_distinct_and_above_user_addresses() {
         let lines = [
-            KLine::MmapLock(0),
-            KLine::MmapLock(1),
+            KLine::Mm(0, 0),
+            KLine::Mm(1, 0),
+            KLine::Mm(0, 64),
             KLine::VmaLock(0, 0),
             KLine::VmaLock(1, 0),
             KLine::VmaLock(0, 1),
@@ -663,5 +653,7 @@ mod tests {
                 assert_ne!(a.addr() / 64, b.addr() / 64, "{a:?} and {b:?} share a line");
             }
         }
+        // Two words of one mm_struct line share it.
+        assert_eq!(KLine::Mm(1, 112).addr() / 64, KLine::Mm(1, 72).addr() / 64);
     }
 }

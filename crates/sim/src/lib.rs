@@ -46,6 +46,7 @@ pub mod locks;
 pub(crate) mod machine;
 pub mod machine_bench;
 pub mod metrics;
+pub mod mm_layout;
 pub mod noise;
 pub mod oracle;
 pub(crate) mod pagetable;

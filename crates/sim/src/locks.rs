@@ -387,7 +387,7 @@ mod tests {
         let mut m = westmere();
         let c = m.costs;
         let mut s = RwSem::default();
-        let line = KLine::MmapLock(1);
+        let line = KLine::Mm(1, 0);
         // Three readers ask at once: each waits for the count's line in turn.
         let got: Vec<u64> = (0..3).map(|cpu| s.down_read(&mut m, cpu, line, 1000)).collect();
         assert!(got[1] > got[0] && got[2] > got[1], "{got:?}");
@@ -405,7 +405,7 @@ mod tests {
     fn an_rwsem_writer_waits_for_every_reader_and_later_readers_wait_for_it() {
         let mut m = westmere();
         let mut s = RwSem::default();
-        let line = KLine::MmapLock(1);
+        let line = KLine::Mm(1, 0);
         let r0 = s.down_read(&mut m, 0, line, 0);
         let r1 = s.down_read(&mut m, 1, line, 0);
         let out0 = s.up_read(&mut m, 0, line, r0 + 3000);
@@ -423,7 +423,7 @@ mod tests {
     fn a_downgraded_writer_lets_readers_in_and_keeps_writers_out_until_it_leaves() {
         let mut m = westmere();
         let mut s = RwSem::default();
-        let line = KLine::MmapLock(1);
+        let line = KLine::Mm(1, 0);
         let w = s.down_write(&mut m, 0, line, 0);
         let d = s.downgrade(&mut m, 0, line, w + 1000);
         let out = s.up_read(&mut m, 0, line, d + 50_000);

@@ -20,7 +20,11 @@ fn pft_writes_every_page_once_with_a_fault_each() {
 #[test]
 fn pft_threads_fault_under_mmap_lock_or_the_vmas_lock_as_the_switch_says() {
     // skx8170 runs Linux 6.1: mmap_lock by default. One VMA for every thread:
-    // its lock's word is as shared as mmap_lock's, so the rates agree.
+    // its lock's word is as shared as mmap_lock's count, but v6.1's
+    // mm_struct puts pgd on the count's line, and every fault reads pgd
+    // after its lock: under mmap_lock that read brings the line back from
+    // the CPU that took the lock since, under the VMA's lock it finds a line
+    // no fault writes.
     let sets = |v: &'static str| ["mem_mb=2", v];
     let default = strict("skx8170", 16, "x86-linux-pcid", "pft", &["mem_mb=2"]);
     let off = strict("skx8170", 16, "x86-linux-pcid", "pft", &sets("vma_locks=off"));
@@ -28,7 +32,7 @@ fn pft_threads_fault_under_mmap_lock_or_the_vmas_lock_as_the_switch_says() {
     assert_eq!(default.result, off.result, "not given is the kernel's own: mmap_lock before v6.4");
     assert_eq!(on.params["vma_locks"], "on");
     let (a, b) = (off.result["faults_per_s"], on.result["faults_per_s"]);
-    assert!((a / b - 1.0).abs() < 0.1, "one shared VMA: {a} under mmap_lock, {b} under its lock");
+    assert!(a < b && a > 0.75 * b, "one shared VMA: {a} under mmap_lock, {b} under its lock");
     // The faults take the lock: sixteen threads move its line between them.
     assert!(off.metrics.line_transfers > 512, "{} line transfers", off.metrics.line_transfers);
 }

@@ -496,7 +496,12 @@ impl Sim {
     /// whatever they did in between (`vma_end_read` and `mmap_read_unlock`
     /// are separate accesses of the line, at the end of
     /// `do_user_addr_fault`/`do_page_fault`, Linux `arch/x86/mm/fault.c`,
-    /// `arch/arm64/mm/fault.c`).
+    /// `arch/arm64/mm/fault.c`). Where the kernel puts `pgd` on a line of
+    /// `mmap_lock`'s words (`crate::mm_layout`), such a fault returns
+    /// earlier still, at its read of `pgd` just after the lock: the rest of
+    /// the fault has run, and the read, at the thread's next event
+    /// ([`Sim::fault_pgd_read`]), finds the line as the other CPUs' accesses
+    /// before it left it and delays the fault's end by what it costs.
     pub(super) fn fault(
         &mut self,
         cpu: usize,
@@ -515,7 +520,11 @@ impl Sim {
         if write && !vma.write {
             return Err(Error::ReadOnly { va, mm });
         }
-        let (t, held) = self.fault_lock(cpu, mm, vma, va, write, now);
+        let (locked, held) = self.fault_lock(cpu, mm, vma, va, write, now);
+        // Its read of pgd, first after the lock: at the thread's next event
+        // where the read may find the line another CPU's (see below).
+        let pgd_later = user.is_some() && !matches!(held, FaultLock::None) && self.kw.pgd_on_lock_line();
+        let t = if pgd_later || matches!(held, FaultLock::None) { locked } else { self.fault_pgd(cpu, mm, locked) };
         // A read fault that maps the zero page charges nothing.
         let zero = self.maps_zero_page(mm, vma, va, write);
         if !vma.anon_vma && ((vma.file.is_none() && !zero) || (vma.cow && write)) {
@@ -530,16 +539,58 @@ impl Sim {
             self.fault_page(cpu, root, mm, vma, va, write, zero, t)
         };
         if let (Some(tid), FaultLock::Vma(_) | FaultLock::Mmap) = (user, held) {
-            // The unlock is an atomic on a line other CPUs take too: it runs
-            // at its own event, after theirs that come before it.
-            self.scheduler.thread_mut(tid).end_fault_later(mm, held);
             if let FaultLock::Mmap = held {
                 // A writer's down_write until then waits for this read hold.
                 self.kw.mmap_lock(mm).read_held_until(t);
             }
+            if pgd_later {
+                // The read of pgd, on a line of mmap_lock's words, runs at its
+                // own event at its time, after the other CPUs' accesses before
+                // it; what it costs beyond a hit delays the fault's end.
+                self.scheduler.thread_mut(tid).read_pgd_later(mm, held, t - locked);
+                return Ok(locked);
+            }
+            // The unlock is an atomic on a line other CPUs take too: it runs
+            // at its own event, after theirs that come before it.
+            self.scheduler.thread_mut(tid).end_fault_later(mm, held);
             return Ok(t);
         }
         Ok(self.fault_unlock(cpu, mm, held, t) + c.exception_exit)
+    }
+
+    /// The read of `mm->pgd` by a fault from user code on `cpu` that
+    /// [`Sim::fault`] left to the thread's next event, at `now`; the rest of
+    /// the fault, run already, takes `rest` cycles after a hit. Returns the
+    /// fault's end; its release is left to the next event.
+    pub(super) fn fault_pgd_read(
+        &mut self,
+        cpu: usize,
+        tid: usize,
+        mm: MmId,
+        held: FaultLock,
+        rest: u64,
+        now: u64,
+    ) -> u64 {
+        let end = self.fault_pgd(cpu, mm, now) + rest;
+        if let FaultLock::Mmap = held {
+            self.kw.mmap_lock(mm).read_held_until(end);
+        }
+        self.scheduler.thread_mut(tid).end_fault_later(mm, held);
+        self.timing.count_fault(end - now);
+        self.stats.kernel_cycles += end - now;
+        end
+    }
+
+    /// A fault's read of `mm->pgd` on `cpu` at `now` where the kernel puts
+    /// `pgd` on a line of `mmap_lock`'s words (`crate::mm_layout`); returns
+    /// when the fault goes on. A hit is among the fault path's own loads
+    /// (`fault_path`): only what the read costs beyond it is charged.
+    pub(super) fn fault_pgd(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
+        if !self.kw.pgd_on_lock_line() {
+            return now;
+        }
+        let done = self.m.kread(cpu, now, self.kw.mm_word(mm, |l| l.pgd), 0);
+        done.saturating_sub(self.m.costs.mem_access).max(now)
     }
 
     /// The end of a fault from user code that [`Sim::fault`] left to the

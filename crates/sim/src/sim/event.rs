@@ -30,6 +30,7 @@
 //! meanwhile; and the switch onto a thread of an idle CPU is charged whole,
 //! where Linux charges the part before the switch to the idle task.
 
+use super::scheduler::FaultOwed;
 use super::*;
 
 /// One event: when it is due (cycles), the order it was armed in (which breaks
@@ -232,8 +233,15 @@ impl Sim {
         };
         // A fault's end first: the kernel path has not returned to the task
         // (no tick or preemption sees it in between).
-        let now = match self.scheduler.thread_mut(tid).take_fault_exit() {
-            Some((mm, held)) => self.fault_exit(cpu, mm, held, now),
+        let now = match self.scheduler.thread_mut(tid).take_fault_owed() {
+            Some(FaultOwed::Pgd { mm, held, rest }) => {
+                // The fault's read of pgd, alone in this event: the fault
+                // goes on to its end, where its release is owed.
+                let end = self.fault_pgd_read(cpu, tid, mm, held, rest, now);
+                self.arm(cpu, end);
+                return end;
+            }
+            Some(FaultOwed::Exit { mm, held }) => self.fault_exit(cpu, mm, held, now),
             None => now,
         };
         let ticked = self.timer_tick(cpu, now);

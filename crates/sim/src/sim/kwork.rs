@@ -20,16 +20,25 @@
 //!   word after the count's atomic (a writer its task, `rwsem_set_owner`; a
 //!   reader its task with the reader bit, `rwsem_set_reader_owned`: every
 //!   reader after v4.19, only the first after a writer before), and a
-//!   writer's release empties it (`rwsem_clear_owner`). In `struct
-//!   mm_struct` the count and the owner word sit on two lines
-//!   ([`KLine::MmapLockOwner`]), so a reader moves both where the others
-//!   took them. A VMA's lock keeps both words on one line (a 40-byte
+//!   writer's release empties it (`rwsem_clear_owner`). Where `struct
+//!   mm_struct` puts the count, the owner word, `pgd` and `mm_lock_seq`
+//!   is the release's ([`crate::mm_layout`]): the owner word on the count's
+//!   line rides on its atomic, on a line of its own it moves that line too
+//!   where the others took it. A VMA's lock keeps both words on one line (a 40-byte
 //!   `struct vma_lock` of its own, v6.4 to v6.14, whose owner word starts
 //!   the next line in one object of eight, left out; a reference count in
 //!   the VMA, with no owner word, from v6.15): its owner store is a hit, not
 //!   charged. A fault under per-VMA locks reads `mm->mm_lock_seq`
-//!   (`vma_start_read`), which sits on the owner word's line: after another
-//!   CPU took `mmap_lock`, that read moves the line back.
+//!   (`vma_start_read`): after another CPU took `mmap_lock`, that read
+//!   brings its line back (the owner word's in v6.4 to v6.8 and from v6.13,
+//!   one of its own with `mmlist` in v6.9 to v6.12).
+//! - **`pgd`**: a fault reads `mm->pgd` to start its walk of the page
+//!   tables (`pgd_offset` in `__handle_mm_fault`), just after it took its
+//!   lock. Where the release puts `pgd` on a line of `mmap_lock`'s words, a
+//!   fault from user code under `mmap_lock` stops there and reads it at its
+//!   next event ([`Sim::fault`]), when the other CPUs' takes and releases
+//!   before it are on the line; the read of a line this CPU still holds
+//!   costs nothing beyond the fault path's own loads (`fault_path`).
 //! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`crate::toggle::VMA_LOCKS`]):
 //!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
 //!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
@@ -102,8 +111,9 @@
 
 use super::lru_add::LruAddBatches;
 use super::*;
-use crate::coherence::{KLine, MM_LOCK_SEQ};
+use crate::coherence::KLine;
 use crate::locks::{Mutex, RwSem, SpinLock};
+use crate::mm_layout::MmLayout;
 use crate::preset::{Kernel, VmaLockFiles};
 use crate::toggle::{Features, LRU_DRAIN, VMA_LOCKS, VMA_LOCKS_V2};
 
@@ -243,6 +253,9 @@ pub(super) struct KernelWork {
     cpus_per_node: usize,
     /// The kernel whose paths these are.
     kernel: Kernel,
+    /// Where its `struct mm_struct` puts `mmap_lock`'s words, `pgd` and
+    /// `mm_lock_seq` (Linux; FreeBSD's map lock is a word at offset 0).
+    mm_layout: Option<MmLayout>,
     /// The run's kernel toggles: this work reads `vma_locks` (a Linux fault
     /// takes its VMA's lock), `vma_locks_v2` (the series' v2) and
     /// `lru_drain` (a zap first drains the CPU's LRU-add batch).
@@ -258,6 +271,18 @@ pub(super) struct KernelWork {
 pub const MEMCG_DEPTH_MAX: u32 = 16;
 
 impl KernelWork {
+    /// Returns whether the kernel puts `pgd` on a line of `mmap_lock`'s
+    /// words ([`MmLayout::pgd_on_lock_line`]; never on FreeBSD).
+    pub(super) fn pgd_on_lock_line(&self) -> bool {
+        self.mm_layout.is_some_and(MmLayout::pgd_on_lock_line)
+    }
+
+    /// Returns the word of `mm`'s `struct mm_struct` that `word` picks from
+    /// the kernel's layout (FreeBSD: its map lock's word for any).
+    pub(super) fn mm_word(&self, mm: MmId, word: fn(MmLayout) -> u16) -> KLine {
+        KLine::Mm(mm.index() as u32, self.mm_layout.map_or(0, word))
+    }
+
     /// Returns the run's kernel toggles.
     pub(super) fn features(&self) -> Features {
         self.features
@@ -301,6 +326,7 @@ impl KernelWork {
             bw_pages,
             cpus_per_node: cpus_per_node.max(1),
             kernel: preset.kernel,
+            mm_layout: crate::mm_layout::layout(preset.kernel, preset.arch),
             features,
             memcg_counters: if depth == 0 { 0 } else { (depth.min(MEMCG_DEPTH_MAX) + 1) as u8 },
         }
@@ -410,11 +436,11 @@ impl Sim {
                 let line = KLine::VmaLock(mm.index() as u32, page);
                 let try_lock = self.vma_lock_try(vma, va, write);
                 // vma_start_read compares the VMA's vm_lock_seq with
-                // mm->mm_lock_seq, which shares the line of mmap_lock's owner
-                // word: a taker of mmap_lock since has moved it away.
+                // mm->mm_lock_seq, on the line the release puts it on: a
+                // taker of mmap_lock since may have moved it away.
                 let now = match try_lock {
                     VmaLockTry::Refused => now,
-                    _ => self.m.kread(cpu, now, KLine::MmapLockOwner(mm.index() as u32), MM_LOCK_SEQ),
+                    _ => self.m.kread(cpu, now, self.kw.mm_word(mm, |l| l.lock_seq), 0),
                 };
                 match try_lock {
                     VmaLockTry::Taken => {
@@ -500,7 +526,7 @@ impl Sim {
     /// from `now`; returns when it holds it. On Linux the taker then writes
     /// the owner word ([`Sim::mmap_lock_owner`]).
     pub(super) fn mmap_lock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
-        let line = KLine::MmapLock(mm.index() as u32);
+        let line = self.kw.mm_word(mm, |l| l.count);
         let sem = self.kw.mmap_lock(mm);
         let t = if write {
             sem.down_write(&mut self.m, cpu, line, now)
@@ -513,8 +539,8 @@ impl Sim {
     /// The owner word's store after `cpu` took `mm`'s `mmap_lock` at `now`
     /// (Linux only): a writer names itself (`rwsem_set_owner`), a reader
     /// leaves its task there as [`RwSem::reader_owns`] says
-    /// (`rwsem_set_reader_owned`). The word is on a line of its own
-    /// ([`KLine::MmapLockOwner`]), so a store moves that line too; the
+    /// (`rwsem_set_reader_owned`). The word is where the release puts it
+    /// ([`crate::mm_layout`]), so a store may move its line too; the
     /// store is charged as an atomic, since the lock's next atomic waits for
     /// it to complete. Returns when `cpu` goes on.
     fn mmap_lock_owner(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
@@ -528,7 +554,7 @@ impl Sim {
             sem.reader_owns(every)
         };
         if store {
-            self.m.katomic(cpu, now, KLine::MmapLockOwner(mm.index() as u32))
+            self.m.katomic(cpu, now, self.kw.mm_word(mm, |l| l.owner))
         } else {
             now
         }
@@ -538,7 +564,7 @@ impl Sim {
     /// (`downgrade_write`: the count's atomic, then the owner word says this
     /// reader).
     pub(super) fn mmap_downgrade(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
-        let line = KLine::MmapLock(mm.index() as u32);
+        let line = self.kw.mm_word(mm, |l| l.count);
         let t = self.kw.mmap_lock(mm).downgrade(&mut self.m, cpu, line, now);
         self.mmap_lock_owner(cpu, mm, false, t)
     }
@@ -547,9 +573,9 @@ impl Sim {
     /// `rwsem_clear_owner` empties the owner word first) or reading (the
     /// owner word untouched).
     pub(super) fn mmap_unlock(&mut self, cpu: usize, mm: MmId, write: bool, mut now: u64) -> u64 {
-        let line = KLine::MmapLock(mm.index() as u32);
+        let line = self.kw.mm_word(mm, |l| l.count);
         if write && matches!(self.kw.kernel, Kernel::Linux(..)) {
-            now = self.m.katomic(cpu, now, KLine::MmapLockOwner(mm.index() as u32));
+            now = self.m.katomic(cpu, now, self.kw.mm_word(mm, |l| l.owner));
         }
         let sem = self.kw.mmap_lock(mm);
         if write {
@@ -807,10 +833,12 @@ mod tests {
         assert!(old > new + moves, "faults under mmap_lock took {old} cycles, under VMA locks {new}");
         let (one_old, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(5, 15));
         let (one_new, _) = fault_in(1, 64, |p| p.kernel = Kernel::Linux(6, 9));
-        // Alone, either lock is a hit after its first use (the VMA's line
-        // comes from memory once, and the VMA's first fault, which
-        // lock_vma_under_rcu refuses, walks the VMA tree twice).
-        let first_use = preset::named("altra").costs.lines.cacheline_transfer + VMA_WALK;
+        // Alone, either lock is a hit after its first use: v5.15 keeps
+        // mmap_lock's words on one line on arm64; v6.9 brings the VMA's line
+        // and mm_lock_seq's (a line of its own in v6.9) from memory once, and
+        // the VMA's first fault, which lock_vma_under_rcu refuses, walks the
+        // VMA tree twice.
+        let first_use = 2 * preset::named("altra").costs.lines.cacheline_transfer + VMA_WALK;
         assert!(one_old.abs_diff(one_new) <= first_use, "alone: {one_old} under mmap_lock, {one_new} under VMA locks");
     }
 
@@ -831,12 +859,16 @@ mod tests {
     }
 
     /// The line moves of `takes` read holds of one `mmap_lock`, taken and
-    /// released by CPUs 0 and 1 in turn under `kernel`, with a write hold
-    /// before them.
-    fn read_holds(kernel: Kernel, takes: u64) -> u64 {
-        let mut p = preset::named("altra");
+    /// released by CPUs 0 and 1 in turn under `kernel` on machine `name`
+    /// (arm64's Altra or x86-64's Ice Lake), with a write hold before them.
+    fn read_holds(name: &str, kernel: Kernel, takes: u64) -> u64 {
+        let mut p = preset::named(name);
         p.kernel = kernel;
-        let mut sim = Sim::new(SimConfig::quiet(p, 2, 1), LinuxArm64::new(2, 4, 16, false).unwrap());
+        let cfg = SimConfig::quiet(p.clone(), 2, 1);
+        let mut sim = match p.arch {
+            crate::preset::Arch::Arm64 => Sim::new(cfg, LinuxArm64::new(2, 4, 16, false).unwrap()),
+            crate::preset::Arch::X86_64 => Sim::new(cfg, tlbkit_policy::asid::LinuxX86::new(2, 4, true)),
+        };
         let mm = MmId(1);
         let mut t = sim.mmap_lock(0, mm, true, 0);
         t = sim.mmap_unlock(0, mm, true, t);
@@ -850,23 +882,31 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_of_mmap_lock_writes_its_owner_word_on_a_line_of_its_own_after_v4_19() {
+    fn a_reader_of_mmap_lock_writes_its_owner_word_after_v4_19_which_moves_a_line_where_it_has_its_own() {
         // Each take after the first (on CPU 0, the writer's) moves the
-        // count's line from the other CPU; after v4.19 it also moves the
-        // owner word's line (every reader leaves its task there); v4.19's
-        // readers write it once, after the writer, and CPU 0 has it then.
-        let (old, new) = (read_holds(Kernel::Linux(4, 19), 20), read_holds(Kernel::Linux(5, 15), 20));
-        assert_eq!(old, 19, "v4.19: {old} moves");
-        assert_eq!(new, 2 * 19, "v5.15: {new} moves");
+        // count's line from the other CPU. On x86-64 the owner word has a
+        // line of its own in v4.19 and v5.15, and after v4.19 every reader
+        // leaves its task there, which moves that line too; v4.19's readers
+        // write it once, after the writer, and CPU 0 has it then.
+        let x86 = |kernel| read_holds("icx8358", kernel, 20);
+        assert_eq!(x86(Kernel::Linux(4, 19)), 19, "x86-64 v4.19");
+        assert_eq!(x86(Kernel::Linux(5, 15)), 2 * 19, "x86-64 v5.15");
+        // v5.12 and v6.1 put it on the count's line: the store rides on the
+        // count's atomic.
+        assert_eq!(x86(Kernel::Linux(5, 12)), 19, "x86-64 v5.12");
+        assert_eq!(x86(Kernel::Linux(6, 1)), 19, "x86-64 v6.1");
+        // arm64 has it on the count's line from v5.3's rwsem on.
+        assert_eq!(read_holds("altra", Kernel::Linux(5, 15), 20), 19, "arm64 v5.15");
         // FreeBSD's sx lock keeps no reader in an owner word.
-        assert_eq!(read_holds(Kernel::FreeBsd(13), 20), 19);
+        assert_eq!(read_holds("altra", Kernel::FreeBsd(13), 20), 19);
     }
 
     #[test]
     fn a_fault_under_its_vmas_lock_reads_mm_lock_seq_on_the_line_mmap_locks_takers_write() {
-        let mut p = preset::named("altra");
-        p.kernel = Kernel::Linux(6, 9);
-        let mut sim = Sim::new(SimConfig::quiet(p, 2, 1), LinuxArm64::new(2, 4, 16, false).unwrap());
+        // x86-64 v6.13 puts mm_lock_seq on the owner word's line.
+        let mut p = preset::named("icx8358");
+        p.kernel = Kernel::Linux(6, 13);
+        let mut sim = Sim::new(SimConfig::quiet(p, 2, 1), tlbkit_policy::asid::LinuxX86::new(2, 4, true));
         let mm = MmId(1);
         let vma = Vma { start: 0x10_0000, pages: 16, write: true, file: None, cow: false, pgoff: 0, anon_vma: true };
         let fault = |sim: &mut Sim, t: u64| {
@@ -886,6 +926,33 @@ mod tests {
         let before = sim.m.counters.line_transfers;
         fault(&mut sim, t + 100);
         assert_eq!(sim.m.counters.line_transfers - before, 1);
+    }
+
+    #[test]
+    fn a_faults_read_of_pgd_brings_mmap_locks_line_back_where_the_release_puts_pgd_on_it() {
+        // CPU 0 holds mmap_lock for reading; CPU 1 takes and releases it (a
+        // fault of its own); then CPU 0's fault reads pgd.
+        let read = |kernel| {
+            let mut p = preset::named("icx8358");
+            p.kernel = kernel;
+            let mut sim = Sim::new(SimConfig::quiet(p, 2, 1), tlbkit_policy::asid::LinuxX86::new(2, 4, true));
+            let mm = MmId(1);
+            let t = sim.mmap_lock(0, mm, false, 0);
+            let own = sim.fault_pgd(0, mm, t + 10) - (t + 10);
+            let t = sim.mmap_lock(1, mm, false, t + 20);
+            let t = sim.mmap_unlock(1, mm, false, t) + 10;
+            let before = sim.m.counters.line_transfers;
+            let taken = sim.fault_pgd(0, mm, t) - t;
+            (own, taken, sim.m.counters.line_transfers - before)
+        };
+        // x86-64 v6.1 puts pgd on the count's line: the read brings the line
+        // from CPU 1; while CPU 0 still has it, nothing beyond a hit.
+        let c = preset::named("icx8358").costs;
+        let (own, taken, moves) = read(Kernel::Linux(6, 1));
+        assert_eq!((own, moves), (0, 1));
+        assert_eq!(taken, c.lines.cacheline_transfer - c.mem_access, "one move within the socket, less the hit");
+        // v6.13 puts it on a line no taker writes: never charged.
+        assert_eq!(read(Kernel::Linux(6, 13)), (0, 0, 0));
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::sched::fork::{ForkDomains, NumaFork};
 use crate::sched::{cfs, eevdf, wake_wide, Queued, RecentUsed, RunQueue, ScanLimit, SchedKind, Tunables, NR_MIGRATE};
 use crate::toggle::{Features, LAST_BUDDY, SYNC_SKIP_DELAYED};
 use std::cmp::Reverse;
-pub(super) use thread::{Retry, State, Thread};
+pub(super) use thread::{FaultOwed, Retry, State, Thread};
 use tlbkit_policy::MmId;
 
 /// The scheduler's state: every thread, each CPU's queue and the load

@@ -48,11 +48,10 @@ pub(in crate::sim) struct Thread {
     pub(super) retry_read: Option<u32>,
     /// A pipe write to retry after a wake-up.
     pub(super) retry_write: Option<u32>,
-    /// The end of a fault it took from user code: the lock it still holds
-    /// and the address space, released at its next event, before anything
-    /// else (`Sim::fault`); its `pending` touch then restarts the access
-    /// that faulted.
-    fault_exit: Option<(MmId, FaultLock)>,
+    /// What a fault it took from user code still owes its next events,
+    /// before anything else (`Sim::fault`); its `pending` touch then
+    /// restarts the access that faulted.
+    fault_owed: Option<FaultOwed>,
     /// Its `pending` touch begins with the access a fault interrupted: the
     /// instruction is restarted, not counted again.
     restart: bool,
@@ -65,6 +64,18 @@ pub(in crate::sim) struct Thread {
     /// `p->recent_used_cpu`: a CPU it ran on lately, which a wake-up takes
     /// when it is idle (`sched::RecentUsed`); its parent's CPU when new.
     pub(in crate::sim) recent_used_cpu: usize,
+}
+
+/// What a fault a thread took from user code owes its next events (`Sim::fault`).
+#[derive(Clone, Copy, Debug)]
+pub(in crate::sim) enum FaultOwed {
+    /// Its read of `mm->pgd`, which may find the line another CPU's: the
+    /// rest of the fault ran and takes `rest` cycles after a hit (its times
+    /// are the thread's: a touch's loads before the fault overlap, and the
+    /// read comes that much earlier than the rest's accesses).
+    Pgd { mm: MmId, held: FaultLock, rest: u64 },
+    /// Its release of `held` and its return to user code.
+    Exit { mm: MmId, held: FaultLock },
 }
 
 impl Thread {
@@ -88,7 +99,7 @@ impl Thread {
             pending: None,
             retry_read: None,
             retry_write: None,
-            fault_exit: None,
+            fault_owed: None,
             restart: false,
             kstack,
             tstruct,
@@ -149,7 +160,7 @@ impl Thread {
     /// Returns whether a fault it took still has its end to run.
     #[inline]
     pub(in crate::sim) fn in_fault(&self) -> bool {
-        self.fault_exit.is_some()
+        self.fault_owed.is_some()
     }
 
     /// Sets what its system call returns to it.
@@ -194,14 +205,23 @@ impl Thread {
     /// the end runs at its next event, before anything else.
     #[inline]
     pub(in crate::sim) fn end_fault_later(&mut self, mm: MmId, held: FaultLock) {
-        debug_assert!(self.fault_exit.is_none(), "a fault's end is already owed");
-        self.fault_exit = Some((mm, held));
+        debug_assert!(self.fault_owed.is_none(), "a fault's end is already owed");
+        self.fault_owed = Some(FaultOwed::Exit { mm, held });
     }
 
-    /// Takes the end of a fault owed to this event, if any.
+    /// A fault from its user code in `mm`, holding `held`, stopped at its
+    /// read of `pgd`: the read runs at its next event, and the rest of the
+    /// fault, run already, takes `rest` cycles after it if it hits.
     #[inline]
-    pub(in crate::sim) fn take_fault_exit(&mut self) -> Option<(MmId, FaultLock)> {
-        self.fault_exit.take()
+    pub(in crate::sim) fn read_pgd_later(&mut self, mm: MmId, held: FaultLock, rest: u64) {
+        debug_assert!(self.fault_owed.is_none(), "a fault's end is already owed");
+        self.fault_owed = Some(FaultOwed::Pgd { mm, held, rest });
+    }
+
+    /// Takes what a fault owes this event, if anything.
+    #[inline]
+    pub(in crate::sim) fn take_fault_owed(&mut self) -> Option<FaultOwed> {
+        self.fault_owed.take()
     }
 
     /// Its left touch restarts the access a fault interrupted.
