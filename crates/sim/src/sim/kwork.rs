@@ -35,10 +35,11 @@
 //! - **`pgd`**: a fault reads `mm->pgd` to start its walk of the page
 //!   tables (`pgd_offset` in `__handle_mm_fault`), just after it took its
 //!   lock. Where the release puts `pgd` on a line of `mmap_lock`'s words, a
-//!   fault from user code under `mmap_lock` stops there and reads it at its
-//!   next event ([`Sim::fault`]), when the other CPUs' takes and releases
-//!   before it are on the line; the read of a line this CPU still holds
-//!   costs nothing beyond the fault path's own loads (`fault_path`).
+//!   fault from user code that holds a lock (`mmap_lock` or its VMA's)
+//!   stops there and reads it at its next event ([`Sim::fault`]), when the
+//!   other CPUs' takes and releases before it are on the line; the read of
+//!   a line this CPU still holds costs nothing beyond the fault path's own
+//!   loads (`fault_path`).
 //! - **The per-VMA lock switch** (`--set vma_locks=on|off`, [`crate::toggle::VMA_LOCKS`]):
 //!   v6.4's series "Per-VMA locks" (Suren Baghdasaryan; "mm: introduce
 //!   CONFIG_PER_VMA_LOCK", "mm: add per-VMA lock and helper functions to
