@@ -524,7 +524,7 @@ impl Sim {
         // Its read of pgd, first after the lock: at the thread's next event
         // where the read may find the line another CPU's (see below).
         let pgd_later = user.is_some() && !matches!(held, FaultLock::None) && self.kw.pgd_on_lock_line();
-        let t = if pgd_later || matches!(held, FaultLock::None) { locked } else { self.fault_pgd(cpu, mm, locked) };
+        let t = if pgd_later { locked } else { self.fault_pgd(cpu, mm, locked) };
         // A read fault that maps the zero page charges nothing.
         let zero = self.maps_zero_page(mm, vma, va, write);
         if !vma.anon_vma && ((vma.file.is_none() && !zero) || (vma.cow && write)) {
