@@ -447,6 +447,10 @@ pub enum KLine {
     /// per-CPU batches), by level: 0 the tasks' own cgroup, then each
     /// ancestor's, the root's last.
     MemcgCounter(u8),
+    /// A CPU's `call_single_queue` head (kernel/smp.c), by CPU: every
+    /// initiator's `llist_add` of a call-function request and the CPU's own
+    /// `llist_del_all` in its handler.
+    CallQueue(u32),
 }
 
 impl KLine {
@@ -457,6 +461,7 @@ impl KLine {
             KLine::Mm(mm, offset) => return KLINE_BASE + ((mm as usize & ((1 << 40) - 1)) << 12) + offset as usize,
             KLine::VmaLock(mm, page) => (1, (u64::from(mm) << 36) | (page & ((1 << 36) - 1))),
             KLine::MemcgCounter(level) => (2, level.into()),
+            KLine::CallQueue(cpu) => (3, cpu.into()),
         };
         KLINE_BASE + (kind << 52) + (index as usize & ((1 << 46) - 1)) * 64
     }
@@ -646,6 +651,8 @@ mod tests {
             KLine::VmaLock(0, 1),
             KLine::MemcgCounter(0),
             KLine::MemcgCounter(1),
+            KLine::CallQueue(0),
+            KLine::CallQueue(1),
         ];
         for (i, a) in lines.iter().enumerate() {
             assert!(a.addr() >= KLINE_BASE && a.addr() % 64 == 0, "{a:?}");

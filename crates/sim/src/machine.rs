@@ -65,7 +65,15 @@
 //! the whole queue (`llist_del_all`) and runs every request in it. So a request
 //! queued on a CPU before the handler of an IPI already sent there has taken its
 //! queue gets no IPI: that handler runs it after its other functions, with no
-//! entry or exit of its own (`ipis_coalesced` counts them). The IPIs that are sent
+//! entry or exit of its own (`ipis_coalesced` counts them). The queue's head is
+//! a line ([`KLine::CallQueue`]): for [`Hw::send_ipi`] the sender pushes onto
+//! each target's in turn before any IPI goes ([`Machine::llist_add`]: the
+//! `READ_ONCE` of the head and the exchange, each a move where another CPU
+//! wrote the line last), and each handler's `llist_del_all` is an exchange on
+//! its own, so initiators flushing the same CPUs queue on those lines as they
+//! do in the kernel (a policy that sends with
+//! [`Hw::send_call_function_ipi_async`] accounts its pushes and takes itself,
+//! through [`Hw::shared`]). The IPIs that are sent
 //! go as `native_send_call_func_ipi` sends them: with one write when they are for
 //! every other CPU (the all-excluding-self shorthand, [`Costs::ipi_shorthand`]),
 //! otherwise one write per x2APIC cluster of targets ([`Costs::ipi_cluster`];
@@ -548,6 +556,19 @@ impl Machine {
         self.line_access(cpu, t, line.addr(), Access::RmwAnyOrder)
     }
 
+    /// Pushes onto the lock-free list whose head is the kernel's line `line`
+    /// (`llist_add`, lib/llist.c in every release), by `cpu` at `t`: a
+    /// `READ_ONCE` of the head, then the compare-and-exchange that links the
+    /// node in, in whatever order the other CPUs' pushes and the owner's
+    /// `llist_del_all` reach the line. An exchange that fails (a push landed
+    /// between the two) leaves the line with this CPU, whose retry then hits:
+    /// the read and the exchange are the push's two moves. Returns when it is
+    /// done.
+    pub fn llist_add(&mut self, cpu: usize, t: u64, line: KLine) -> u64 {
+        let read = self.line_access(cpu, t, line.addr(), Access::Read);
+        self.line_access(cpu, read, line.addr(), Access::RmwAnyOrder)
+    }
+
     /// Reads, by `cpu` at `t`, the variable `offset` bytes into the kernel's
     /// named line `line` (a field that shares the line with a lock word);
     /// returns when it is done.
@@ -854,7 +875,7 @@ impl<'a> CpuHw<'a> {
         let c = self.m.borrow().costs;
         let calls = kind == IpiKind::CallFunction;
         let me = self.cpu.get();
-        let queued_at = self.now.get();
+        let mut queued_at = self.now.get();
         // (when the handler starts, target, whether it rides an earlier IPI).
         let mut list = Vec::new();
         let sent = {
@@ -864,6 +885,12 @@ impl<'a> CpuHw<'a> {
                 let target = t.index();
                 if target == me {
                     return;
+                }
+                if calls {
+                    // smp_call_function_many_cond's llist_add onto the target's
+                    // queue, one after another (a locked exchange waits for the
+                    // one before it); the IPIs go after the last.
+                    queued_at = m.llist_add(me, queued_at, KLine::CallQueue(target as u32));
                 }
                 let st = &m.cpus[target];
                 if kind.queued() && queued_at < st.csq_taken {
@@ -914,7 +941,13 @@ impl<'a> CpuHw<'a> {
             let dispatch = if calls { irq.dispatch } else { 0 };
             self.cpu.set(target);
             self.in_irq.set(true);
-            let body = if rides { start + dispatch } else { start + irq.entry + dispatch };
+            let mut body = if rides { start + dispatch } else { start + irq.entry + dispatch };
+            if calls && !rides {
+                // flush_smp_call_function_queue's llist_del_all: an exchange on
+                // the queue's head, in the order the line's requests reach it.
+                let took = self.m.borrow_mut().katomic(target, start + irq.entry, KLine::CallQueue(target as u32));
+                body = took + dispatch;
+            }
             self.now.set(body);
             // A handler's walks are its CPU's; the sender's ends at its IPIs.
             self.end_walk();
@@ -1264,7 +1297,8 @@ mod tests {
         hw.send_ipi(&targets, |_| {});
         hw.tlbi(Tlbi::Va { asid: asid(), va: VirtAddr(0x1000) }, Scope::Broadcast);
         hw.barrier(Barrier::Dsb(Domain::InnerShareable));
-        let handler = c.exception_entry + c.ipi.ipi_handle + c.exception_exit;
+        // The handler's take of its queue brings the line CPU 0 pushed onto.
+        let handler = c.exception_entry + m.transfer_cost(0, 1) + c.ipi.ipi_handle + c.exception_exit;
         assert_eq!(m.cpus[1].irq_stolen, handler, "the busy CPU runs the handler in the kernel");
         assert_eq!(m.take_stolen(1), handler + c.dvm.dvm_process, "and loses the DVM message's processing too");
         assert_eq!(m.cpus[2].irq_stolen, 0, "an idle CPU's handler is idle time");
@@ -1297,14 +1331,17 @@ mod tests {
             }
             hw.send_ipi(&targets, |_| {});
         };
+        // Each handler's take of its queue is a line move, which sharing does
+        // not stretch.
         let mut m = machine(None);
+        let (t1, t2) = (m.transfer_cost(0, 1), m.transfer_cost(0, 2));
         send(&mut m, &[1, 2]);
         let whole = shared.entry + shared.dispatch + shared.exit;
-        assert_eq!((m.cpus[1].irq_stolen, m.cpus[2].irq_stolen), (whole, whole));
+        assert_eq!((m.cpus[1].irq_stolen, m.cpus[2].irq_stolen), (whole + t1, whole + t2));
         let mut m = machine(Some(3));
         send(&mut m, &[1, 2]);
         let one = alone.entry + alone.dispatch + alone.exit;
-        assert_eq!((m.cpus[1].irq_stolen, m.cpus[2].irq_stolen), (one, whole), "CPU 1's sibling is idle");
+        assert_eq!((m.cpus[1].irq_stolen, m.cpus[2].irq_stolen), (one + t1, whole + t2), "CPU 1's sibling is idle");
     }
 
     #[test]
@@ -1354,9 +1391,40 @@ mod tests {
         let each = c.ipi.ipi_send;
         assert_eq!(seen, vec![(1, entry), (2, entry + each), (3, entry + 2 * each)]);
         assert_eq!(sent, 3 * c.ipi.ipi_send);
-        // A call-function IPI also pays the generic dispatch.
-        let (seen, _) = entries(&mut westmere(4), |hw, f| hw.send_ipi(&all, f));
-        assert_eq!(seen[0], (1, entry + c.ipi.ipi_handle));
+        // A call-function IPI also pays the generic dispatch, after the
+        // sender's pushes onto the three queues (each a read and an exchange
+        // of a line from memory) and the handler's take of its own.
+        let mut m = westmere(4);
+        let (x, take) = (m.transfer_cost(0, 0), m.transfer_cost(0, 1));
+        let (seen, _) = entries(&mut m, |hw, f| hw.send_ipi(&all, f));
+        assert_eq!(seen[0], (1, 6 * x + entry + take + c.ipi.ipi_handle));
+    }
+
+    #[test]
+    fn a_call_function_ipi_pushes_onto_each_targets_queue_and_its_handler_takes_it() {
+        let c = preset::named("westmere").costs;
+        let mut m = westmere(4);
+        let x = m.transfer_cost(0, 0);
+        let two = CpuMask::new(4);
+        two.set(CpuId(1));
+        two.set(CpuId(2));
+        let hw = CpuHw::new(&mut m, 0, 0);
+        hw.send_ipi(&two, |_| {});
+        drop(hw);
+        // Two pushes of two moves each, two takes: six moves, and the IPIs go
+        // once the last push is done.
+        assert_eq!(m.counters.line_transfers, 6);
+        let q1 = KLine::CallQueue(1);
+        // Two CPUs push onto CPU 1's queue at once: the second's exchange waits
+        // for the first's, and takes the line from it.
+        let t = 100_000;
+        let first = m.llist_add(2, t, q1);
+        assert_eq!(first, t + m.transfer_cost(1, 2) + m.transfer_cost(1, 2), "CPU 1's take wrote the head last");
+        let second = m.llist_add(3, t, q1);
+        assert_eq!(second, first + m.transfer_cost(2, 3));
+        // Alone, a push onto a line this CPU holds costs two hits.
+        assert_eq!(m.llist_add(3, second, q1), second + 2 * c.mem_access);
+        assert!(x > 0);
     }
 
     #[test]

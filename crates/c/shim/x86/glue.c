@@ -167,9 +167,10 @@ static int tlbkit_targets(const struct cpumask *mask, smp_cond_func_t cond, void
  * each target (cfd_data), each on a line of its own, and each CPU's
  * call_single_queue. The initiator locks each target's csd (csd_lock: waits
  * until it is free, then sets its flag), fills it, adds it to the target's
- * queue (llist_add) and sends the IPIs without waiting; each target takes
- * its queue (llist_del_all), reads the csd, runs the function and releases
- * the csd (smp_store_release); the initiator waits on each csd it queued
+ * queue (llist_add: a read of the head, then an exchange) and sends the
+ * IPIs without waiting; each target takes its queue (llist_del_all), reads
+ * the csd, runs the function and releases the csd (smp_store_release); the
+ * initiator waits on each csd it queued
  * (csd_lock_wait), polling it. The IPI carries only the initiator's number.
  *
  * The checker's build has none of it: there the machine's IPI runs each
@@ -229,6 +230,8 @@ static void tlbkit_call_send(const unsigned long *targets, smp_call_func_t func,
 		tlbkit_ops.store(&csd->flags, 8, 1);
 		tlbkit_ops.store(&csd->func, 8, (unsigned long)func);
 		tlbkit_ops.store(&csd->info, 8, (unsigned long)info);
+		/* llist_add: READ_ONCE of the head, then the exchange that links the csd in. */
+		(void)tlbkit_ops.load(&tlbkit_call_single_queue[cpu].first, 8);
 		(void)tlbkit_ops.rmw(&tlbkit_call_single_queue[cpu].first, 8, TLBKIT_XCHG, TLBKIT_FULL,
 				     (unsigned long)csd, 0);
 		if (first < 0)

@@ -521,8 +521,10 @@ impl LinuxX86v513 {
     fn call_function_interrupt<H: Hw>(&self, hw: &H, initiator: CpuId, stack: bool, func: Func) {
         let me = hw.cpu();
         let csd = if stack { &self.csd_stack[initiator.index()] } else { self.csd(initiator.index(), me.index()) };
-        // llist_del_all(this_cpu_ptr(&call_single_queue)).
-        hw.shared(addr_of(&*self.call_single_queue[me.index()]), Access::Rmw);
+        // llist_del_all(this_cpu_ptr(&call_single_queue)): an exchange, in the
+        // order the line's requests reach it (the pushes' reads and exchanges
+        // are not put behind a take the simulator ran before them).
+        hw.shared(addr_of(&*self.call_single_queue[me.index()]), Access::RmwAnyOrder);
         // csd->func, csd->info.
         hw.shared(addr_of(csd), Access::Read);
         self.run_func(hw, func, initiator, true);
@@ -554,9 +556,17 @@ impl LinuxX86v513 {
         // Relaxed: `csd->flags |= CSD_FLAG_LOCK` then smp_wmb(); the IPI orders
         // the stores before the handler's loads.
         csd.store(true, Ordering::Relaxed);
-        // llist_add: a cmpxchg on the target's queue head, in whatever order
-        // the other CPUs' adds and the target's take reach the line.
-        hw.shared(addr_of(&*self.call_single_queue[target.index()]), Access::RmwAnyOrder);
+        self.llist_add(hw, target);
+    }
+
+    /// `llist_add` onto `target`'s `call_single_queue`: `READ_ONCE` of the
+    /// head, then the cmpxchg that links the csd in, in whatever order the
+    /// other CPUs' pushes and the target's take reach the line (a failed
+    /// cmpxchg leaves the line here, so its retry costs no move).
+    fn llist_add<H: Hw>(&self, hw: &H, target: CpuId) {
+        let head = addr_of(&*self.call_single_queue[target.index()]);
+        hw.shared(head, Access::Read);
+        hw.shared(head, Access::RmwAnyOrder);
     }
 
     /// Sends the IPIs of this CPU's queued csds to `targets` (none is this CPU).
@@ -630,7 +640,7 @@ impl LinuxX86v513 {
         hw.shared(addr_of(csd), Access::Write);
         // Relaxed: ordered before the handler's loads by the IPI.
         csd.store(true, Ordering::Relaxed);
-        hw.shared(addr_of(&*self.call_single_queue[target.index()]), Access::RmwAnyOrder);
+        self.llist_add(hw, target);
         hw.phase(Phase::Dispatch);
         hw.spin_on(addr_of(csd));
         let one = CpuMask::new(self.ncpus);
