@@ -1408,12 +1408,14 @@ mod tests {
         let two = CpuMask::new(4);
         two.set(CpuId(1));
         two.set(CpuId(2));
-        let hw = CpuHw::new(&mut m, 0, 0);
-        hw.send_ipi(&two, |_| {});
-        drop(hw);
-        // Two pushes of two moves each, two takes: six moves, and the IPIs go
-        // once the last push is done.
+        let (seen, _) = entries(&mut m, |hw, f| hw.send_ipi(&two, f));
+        // Two pushes of two moves each (lines from memory), two takes: six
+        // moves; the IPIs go once the last push is done, and each handler
+        // takes its queue from CPU 0 before its dispatch.
         assert_eq!(m.counters.line_transfers, 6);
+        let sent = 4 * x + c.ipi.ipi_send;
+        let body = c.ipi.ipi_deliver + c.exception_entry + m.transfer_cost(0, 1) + c.ipi.ipi_handle;
+        assert_eq!(seen[0], (1, sent + body));
         let q1 = KLine::CallQueue(1);
         // Two CPUs push onto CPU 1's queue at once: the second's exchange waits
         // for the first's, and takes the line from it.
@@ -1424,7 +1426,6 @@ mod tests {
         assert_eq!(second, first + m.transfer_cost(2, 3));
         // Alone, a push onto a line this CPU holds costs two hits.
         assert_eq!(m.llist_add(3, second, q1), second + 2 * c.mem_access);
-        assert!(x > 0);
     }
 
     #[test]
