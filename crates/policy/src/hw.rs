@@ -123,7 +123,9 @@ pub enum Access {
     /// first) and changes nothing the caller goes on to do: a lock-free push
     /// onto a list (`llist_add`'s compare-and-exchange on the head, retried
     /// until it lands; which request is first in the list is never looked
-    /// at), or an add whose result nobody reads. A simulator places it at its
+    /// at), the list's owner taking it whole (`llist_del_all`'s exchange,
+    /// where the simulator decides apart which requests the take finds), or
+    /// an add whose result nobody reads. A simulator places it at its
     /// own time among the line's moves, where an [`Access::Rmw`] waits for the
     /// latest write to the variable that it ran before, wherever in time that
     /// write is (an atomic that takes a lock must follow the release it reads).

@@ -40,8 +40,10 @@
 //!   overwrites is that write's value. (A spin lock's acquisition therefore
 //!   waits for the previous holder's release: [`crate::locks`].) An atomic
 //!   whose order among its peers is the hardware's and decides nothing its CPU
-//!   does next (`Access::RmwAnyOrder`: `llist_add`'s push; `Machine::katomic`:
-//!   a counter's add) is the exception: it is placed at its own time. Ordered
+//!   does next (`Access::RmwAnyOrder`: `llist_add`'s push and the owner's
+//!   `llist_del_all`; `Machine::katomic`: a counter's add) is the exception:
+//!   it is placed at its own time, and leaves nothing for a later access to
+//!   follow (the read of the head that begins each push included). Ordered
 //!   after a write the simulator happened to run first, an `llist_add` on a
 //!   CPU's `call_single_queue` would wait for the handler of an IPI that the
 //!   simulator sent earlier but that takes the queue later in time, and every

@@ -170,8 +170,8 @@ static int tlbkit_targets(const struct cpumask *mask, smp_cond_func_t cond, void
  * queue (llist_add: a read of the head, then an exchange) and sends the
  * IPIs without waiting; each target takes its queue (llist_del_all), reads
  * the csd, runs the function and releases the csd (smp_store_release); the
- * initiator waits on each csd it queued
- * (csd_lock_wait), polling it. The IPI carries only the initiator's number.
+ * initiator waits on each csd it queued (csd_lock_wait), polling it. The IPI
+ * carries only the initiator's number.
  *
  * The checker's build has none of it: there the machine's IPI runs each
  * handler and returns when all have (one call, tlbkit_ops.ipi). Its csds,
