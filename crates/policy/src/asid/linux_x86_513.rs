@@ -5,7 +5,8 @@
 //! commits change in the cost of a flush, with the `smp_call_function` machinery
 //! written out line by line so that the wait costs what its cache lines cost.
 //! [`super::linux_pcid`] is the older model of the same files with a blocking
-//! [`Hw::send_ipi`] and no line accounting.
+//! [`Hw::send_ipi`] (whose machine moves the queues' lines, not the csds') and
+//! no line accounting of its own.
 //!
 //! # The flush, before (v5.12)
 //! `flush_tlb_mm_range` bumps `mm->context.tlb_gen`, fills this CPU's
