@@ -12,7 +12,8 @@
 //! and the kernel's own notes follow it: "mm: relocate 'write_protect_seq' in
 //! struct mm_struct" (2e3025434a6b, v5.13) put `mmap_lock`'s count and owner
 //! back on two lines after v5.11 had moved them onto one, and "mm: move
-//! mm_count into its own cache line" (v6.4) gave `mm_count` a line of its own.
+//! mm_count into its own cache line" (c1753fd02a00, v6.5, and 6.4.4 in the
+//! stable series: not the v6.4 tag) gave `mm_count` a line of its own.
 //!
 //! The offsets ([`layout`]) are those of each release's `include/linux/mm_types.h`
 //! and `include/linux/rwsem.h` as read, the structures rebuilt in C and measured
@@ -21,7 +22,7 @@
 //! on a built kernel). Where the simulator runs a release between two of those
 //! read, it takes the nearest one read at or before it; before the first one
 //! read (v4.3), that one. An `mm_struct` comes from a cache-line aligned slab
-//! (`SLAB_HWCACHE_ALIGN`; from v6.4 its first member is line aligned too), so
+//! (`SLAB_HWCACHE_ALIGN`; from v6.5 its first member is line aligned too), so
 //! its lines begin at offsets that are multiples of 64.
 //!
 //! arm64's layout is x86-64's without the two compat mmap bases x86-64 has from
@@ -29,8 +30,9 @@
 //! `HAVE_ARCH_COMPAT_MMAP_BASES`, x86 only): 16 bytes fewer before every word
 //! here.
 //!
-//! Not modelled: `mm_count` (on the count's line before v6.4, written when a
-//! CPU takes or drops a lazy reference to the mm), `mm_users`,
+//! Not modelled: `mm_count` (on the count's line up to v6.4 but in x86-64's
+//! v5.11-v5.12 and v6.4, on a line of its own from v6.5; written when a CPU
+//! takes or drops a lazy reference to the mm), `mm_users`,
 //! `pgtables_bytes` (one atomic per page-table page allocated) and
 //! `page_table_lock`, which share those lines in some releases; and the
 //! context switch's read of `pgd` (`switch_mm`), counted in the switch path.
@@ -91,8 +93,10 @@ const ROWS: &[Row] = &[
     Row { release: (5, 13), pgd: 80, count: 120, owner: 128, compat: true },
     // The maple tree in place of the rbtree and vmacache (v6.1).
     Row { release: (6, 1), pgd: 72, count: 112, owner: 120, compat: true },
-    // mm_count on a line of its own, the mm_cid fields (v6.4).
-    Row { release: (6, 4), pgd: 136, count: 184, owner: 192, compat: true },
+    // The mm_cid fields after mm_count (v6.4).
+    Row { release: (6, 4), pgd: 72, count: 128, owner: 136, compat: true },
+    // mm_count on a line of its own at the start (c1753fd02a00, v6.5).
+    Row { release: (6, 5), pgd: 136, count: 184, owner: 192, compat: true },
     // The maple tree's fields reordered, get_unmapped_area's pointer gone (v6.9).
     Row { release: (6, 9), pgd: 128, count: 176, owner: 184, compat: true },
     // The mm_cid fields grown (nr_cpus_allowed, max_nr_cid, cpus_allowed_lock).
@@ -143,7 +147,8 @@ mod tests {
         assert_eq!(lines(l(5, 12), X86_64), (1, 2, 2, 2), "write_protect_seq pushed mmap_lock on");
         assert_eq!(lines(l(5, 15), X86_64), (1, 1, 2, 2), "relocated in v5.13");
         assert_eq!(lines(l(6, 1), X86_64), (1, 1, 1, 2));
-        assert_eq!(lines(l(6, 4), X86_64), (2, 2, 3, 3));
+        assert_eq!(lines(l(6, 4), X86_64), (1, 2, 2, 2), "the v6.4 tag: mm_count still beside mm_users");
+        assert_eq!(lines(l(6, 5), X86_64), (2, 2, 3, 3));
         assert_eq!(lines(l(6, 9), X86_64), (2, 2, 2, 3));
         assert_eq!(lines(l(6, 13), X86_64), (1, 2, 3, 3));
         assert_eq!(lines(l(6, 18), X86_64), (1, 2, 3, 3));
@@ -157,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_release_between_two_read_takes_the_earlier_and_freebsd_has_none() {
-        assert_eq!(layout(Kernel::Linux(6, 6), Arch::X86_64), layout(Kernel::Linux(6, 4), Arch::X86_64));
+        assert_eq!(layout(Kernel::Linux(6, 6), Arch::X86_64), layout(Kernel::Linux(6, 5), Arch::X86_64));
         assert_eq!(layout(Kernel::Linux(3, 15), Arch::X86_64), layout(Kernel::Linux(4, 3), Arch::X86_64));
         assert_eq!(layout(Kernel::FreeBsd(13), Arch::Arm64), None);
     }
