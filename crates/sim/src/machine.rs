@@ -941,14 +941,15 @@ impl<'a> CpuHw<'a> {
             let dispatch = if calls { irq.dispatch } else { 0 };
             self.cpu.set(target);
             self.in_irq.set(true);
-            let mut body = if rides { start + dispatch } else { start + irq.entry + dispatch };
-            if calls && !rides {
-                // flush_smp_call_function_queue's llist_del_all: an exchange on
-                // the queue's head, in the order the line's requests reach it.
-                let took = self.m.borrow_mut().katomic(target, start + irq.entry, KLine::CallQueue(target as u32));
-                body = took + dispatch;
-            }
-            self.now.set(body);
+            let entered = if rides { start } else { start + irq.entry };
+            // flush_smp_call_function_queue's llist_del_all: an exchange on
+            // the queue's head, in the order the line's requests reach it.
+            let took = if calls && !rides {
+                self.m.borrow_mut().katomic(target, entered, KLine::CallQueue(target as u32))
+            } else {
+                entered
+            };
+            self.now.set(took + dispatch);
             // A handler's walks are its CPU's; the sender's ends at its IPIs.
             self.end_walk();
             handler(self);
