@@ -39,7 +39,10 @@
 //!   `mmap_lock` is. Every `down_read` and `up_read` is an atomic add on the one
 //!   count word, so readers that never wait for one another still queue on its
 //!   line, one move each: the read-side cost of a fault on a machine of many
-//!   CPUs. A writer waits until every reader admitted before it (in the
+//!   CPUs. A `down_read_trylock` (which a page fault tries first) is a
+//!   compare-and-exchange loop, which in most releases loads the count before
+//!   its first exchange: a second move where another CPU wrote the line last
+//!   (FreeBSD's `sx` locks take and drop a shared hold the same way). A writer waits until every reader admitted before it (in the
 //!   simulator's order) has released, and readers and writers that come after a
 //!   writer wait for its release: the rwsem's handoff to a waiting writer, with
 //!   its readers-behind-a-writer rule (`rwsem_down_read_slowpath` queues a
@@ -176,11 +179,35 @@ impl RwSem {
         m.katomic(cpu, t.max(self.write_free), line)
     }
 
+    /// Takes the semaphore on `line` for reading by `cpu` asking at `t` by a
+    /// compare-and-exchange loop (Linux's `down_read_trylock`, which the page
+    /// fault tries first as `mmap_read_trylock`; FreeBSD's `sx_slock`): where
+    /// the loop loads the word before its first exchange (`loads_first`,
+    /// [`crate::preset::Kernel::read_trylock_loads_first`]) the load, then
+    /// the exchange (`Machine::kload_cmpxchg`); else the exchange alone
+    /// (Linux v5.2 to v5.15, whose first guess is the unlocked value: a guess
+    /// that fails with other readers in has taken the line, and its retry's
+    /// hit is not charged). A writer holding it fails a trylock, and the
+    /// fallback's `down_read` waits for the writer's release after the load.
+    /// Returns when it holds it.
+    pub fn down_read_cmpxchg(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64, loads_first: bool) -> u64 {
+        let t = if loads_first { m.kread(cpu, t, line, 0) } else { t };
+        self.down_read(m, cpu, line, t)
+    }
+
     /// Releases a read hold at `t`; returns when `cpu` goes on.
     pub fn up_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
         let done = m.katomic(cpu, t, line);
         self.readers_until = self.readers_until.max(done);
         done
+    }
+
+    /// Releases a read hold at `t` by a compare-and-exchange loop that loads
+    /// the word first (FreeBSD's `sx_sunlock`: `SX_READ_VALUE`, then
+    /// `atomic_fcmpset_rel_ptr`); returns when `cpu` goes on.
+    pub fn up_read_cmpxchg(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
+        let t = m.kread(cpu, t, line, 0);
+        self.up_read(m, cpu, line, t)
     }
 
     /// Says that a reader holds it until at least `t`, before its release is
@@ -399,6 +426,30 @@ mod tests {
         let late = s.down_read(&mut m, 3, line, 2000);
         assert!(late < rel, "reader 3 at {late} waited for reader 0's release at {rel}");
         assert!(late - 2000 <= 4 * (c.lines.cacheline_transfer + c.mem_access), "{late}");
+    }
+
+    #[test]
+    fn a_read_take_that_loads_the_count_first_moves_its_line_twice_after_another_cpus_write() {
+        let mut m = westmere();
+        let c = m.costs;
+        let mut s = RwSem::default();
+        let line = KLine::Mm(1, 0);
+        let t = s.down_read(&mut m, 0, line, 0);
+        let t = s.up_read(&mut m, 0, line, t + 100);
+        // CPU 1 (same socket) loads the count (a shared copy from CPU 0), then
+        // its exchange takes the line for writing: two moves.
+        let before = m.counters.line_transfers;
+        let start = t + 100;
+        let got = s.down_read_cmpxchg(&mut m, 1, line, start, true);
+        assert_eq!(m.counters.line_transfers - before, 2);
+        assert_eq!(got, start + 2 * c.lines.cacheline_transfer);
+        // Its release by a loop that loads first hits twice: the line is its own.
+        let out = s.up_read_cmpxchg(&mut m, 1, line, got + 100);
+        assert_eq!(out, got + 100 + 2 * c.mem_access);
+        // CPU 0 again, by the exchange alone: one move.
+        let before = m.counters.line_transfers;
+        s.down_read_cmpxchg(&mut m, 0, line, out + 100, false);
+        assert_eq!(m.counters.line_transfers - before, 1);
     }
 
     #[test]

@@ -556,17 +556,26 @@ impl Machine {
         self.line_access(cpu, t, line.addr(), Access::RmwAnyOrder)
     }
 
+    /// Loads a word of the kernel's line `line` and then compare-and-exchanges
+    /// it, by `cpu` at `t`, in whatever order the other CPUs' accesses reach
+    /// the line: where another CPU wrote the line last, the load brings a
+    /// shared copy and the exchange takes it for writing, two moves. An
+    /// exchange that fails (another CPU's write landed between the two)
+    /// leaves the line with this CPU, whose retry then hits. Returns when it
+    /// is done.
+    pub fn kload_cmpxchg(&mut self, cpu: usize, t: u64, line: KLine) -> u64 {
+        let read = self.line_access(cpu, t, line.addr(), Access::Read);
+        self.line_access(cpu, read, line.addr(), Access::RmwAnyOrder)
+    }
+
     /// Pushes onto the lock-free list whose head is the kernel's line `line`
     /// (`llist_add`, lib/llist.c in every release), by `cpu` at `t`: a
     /// `READ_ONCE` of the head, then the compare-and-exchange that links the
-    /// node in, in whatever order the other CPUs' pushes and the owner's
-    /// `llist_del_all` reach the line. An exchange that fails (a push landed
-    /// between the two) leaves the line with this CPU, whose retry then hits:
-    /// the read and the exchange are the push's two moves. Returns when it is
-    /// done.
+    /// node in ([`Machine::kload_cmpxchg`]), in whatever order the other
+    /// CPUs' pushes and the owner's `llist_del_all` reach the line. Returns
+    /// when it is done.
     pub fn llist_add(&mut self, cpu: usize, t: u64, line: KLine) -> u64 {
-        let read = self.line_access(cpu, t, line.addr(), Access::Read);
-        self.line_access(cpu, read, line.addr(), Access::RmwAnyOrder)
+        self.kload_cmpxchg(cpu, t, line)
     }
 
     /// Reads, by `cpu` at `t`, the variable `offset` bytes into the kernel's

@@ -313,6 +313,24 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) > (4, 19))
     }
 
+    /// Returns whether a read trylock of a Linux `rw_semaphore`
+    /// (`down_read_trylock`, the page fault's `mmap_read_trylock`) loads the
+    /// count before its `cmpxchg`: up to v5.1 (x86's `__down_read_trylock`
+    /// in `arch/x86/include/asm/rwsem.h`, a `mov` then `lock cmpxchg`; the
+    /// generic one an `atomic_long_read` first) and again from v5.16
+    /// (14c240488411, "locking/rwsem: Optimize down_read_trylock() under
+    /// highly contended case"); v5.2 to v5.15 try the `cmpxchg` first with
+    /// the unlocked value as their guess (ddb20d1d3aed, "locking/rwsem:
+    /// Optimize down_read_trylock()"). FreeBSD's `sx_slock` and `sx_sunlock`
+    /// read the lock word before their `atomic_fcmpset` in every release the
+    /// presets run (`sys/kern/kern_sx.c`).
+    pub fn read_trylock_loads_first(self) -> bool {
+        match self {
+            Kernel::Linux(a, b) => (a, b) <= (5, 1) || (a, b) >= (5, 16),
+            Kernel::FreeBsd(_) => true,
+        }
+    }
+
     /// Returns whether `migrate_pages` unmaps a batch of folios before one
     /// flush and then moves them (Linux v6.3, Huang Ying's "migrate_pages:
     /// batch TLB flushing" series: `migrate_pages_batch`, `try_to_migrate`

@@ -8,8 +8,14 @@
 //! - **`mmap_lock`**: faults take it for reading, `mmap`, `mprotect` and
 //!   `fork` for writing, `munmap` for writing while it detaches the VMAs and
 //!   then for reading while it zaps (`mmap_write_downgrade`, v4.20), and
-//!   `madvise(MADV_DONTNEED|MADV_PAGEOUT)` for reading. From v6.4 a fault
-//!   takes only its VMA's lock (`lock_vma_under_rcu`: a `down_read_trylock`
+//!   `madvise(MADV_DONTNEED|MADV_PAGEOUT)` for reading. A fault tries
+//!   `mmap_read_trylock` first, a `cmpxchg` loop that loads the count before
+//!   its first exchange up to v5.1 and from v5.16 (v5.2 to v5.15 guess the
+//!   unlocked value): a second move of the line where another CPU wrote it
+//!   last ([`RwSem::down_read_cmpxchg`]); FreeBSD's `sx_slock` and
+//!   `sx_sunlock` load the lock word first in every release. From v6.4 a fault
+//!   takes only its VMA's lock (`lock_vma_under_rcu`: a `down_read_trylock`,
+//!   from v6.15 a reference's `cmpxchg` loop, each loading the word first,
 //!   and an `up_read` on the VMA's lock word), and falls back to `mmap_lock`
 //!   while a writer holds it, for an anonymous VMA without an `anon_vma`
 //!   yet (its first fault) and for the file faults its kernel does not
@@ -445,7 +451,7 @@ impl Sim {
                 };
                 match try_lock {
                     VmaLockTry::Taken => {
-                        let t = self.m.katomic(cpu, now, line);
+                        let t = self.vma_read_trylock(cpu, line, now);
                         // The series' v2 checked that the VMA it locked was
                         // still in the tree by walking the tree again.
                         let t = if self.kw.features.on(VMA_LOCKS_V2) { self.vma_walk(t) } else { t };
@@ -460,14 +466,39 @@ impl Sim {
                         // The handler found it cannot finish under the VMA's
                         // lock: vma_end_read, VM_FAULT_RETRY, the fault again
                         // under mmap_lock.
-                        let t = self.m.katomic(cpu, now, line);
+                        let t = self.vma_read_trylock(cpu, line, now);
                         let t = self.m.katomic(cpu, t, line);
                         self.fault_lock_fallback(cpu, mm, t)
                     }
                 }
             }
-            _ => (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap),
+            _ => (self.mmap_read_trylock(cpu, mm, now), FaultLock::Mmap),
         }
+    }
+
+    /// Takes a VMA's lock on `line` for reading, for `cpu` from `now`:
+    /// `vma_start_read`'s `down_read_trylock` (v6.4 to v6.14) or its
+    /// reference's `__refcount_inc_not_zero_limited_acquire` (v6.15 on),
+    /// each a load of the word, then a compare-and-exchange loop. Returns
+    /// when it holds it.
+    fn vma_read_trylock(&mut self, cpu: usize, line: KLine, now: u64) -> u64 {
+        if self.kw.kernel.read_trylock_loads_first() {
+            self.m.kload_cmpxchg(cpu, now, line)
+        } else {
+            self.m.katomic(cpu, now, line)
+        }
+    }
+
+    /// Takes `mm`'s `mmap_lock` for reading for a page fault, for `cpu` from
+    /// `now`: `do_user_addr_fault` (x86) and `do_page_fault` (arm64) try
+    /// `mmap_read_trylock` first, and `mmap_read_lock` only when that fails
+    /// (a writer holds it); from v6.5 `lock_mm_and_find_vma`'s
+    /// `get_mmap_lock_carefully` does the same. Returns when it holds it.
+    fn mmap_read_trylock(&mut self, cpu: usize, mm: MmId, now: u64) -> u64 {
+        let line = self.kw.mm_word(mm, |l| l.count);
+        let loads_first = self.kw.kernel.read_trylock_loads_first();
+        let t = self.kw.mmap_lock(mm).down_read_cmpxchg(&mut self.m, cpu, line, now, loads_first);
+        self.mmap_lock_owner(cpu, mm, false, t)
     }
 
     /// Takes `mmap_lock` for a fault that tried its VMA's lock first and
@@ -477,7 +508,7 @@ impl Sim {
     /// (`lock_mm_and_find_vma` from v6.5), a read hold that much longer.
     fn fault_lock_fallback(&mut self, cpu: usize, mm: MmId, now: u64) -> (u64, FaultLock) {
         let now = self.vma_walk(now);
-        (self.mmap_lock(cpu, mm, false, now), FaultLock::Mmap)
+        (self.mmap_read_trylock(cpu, mm, now), FaultLock::Mmap)
     }
 
     /// A further walk of a VMA tree from `now` ([`VMA_WALK`]); returns its end.
@@ -528,9 +559,13 @@ impl Sim {
     /// the owner word ([`Sim::mmap_lock_owner`]).
     pub(super) fn mmap_lock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
         let line = self.kw.mm_word(mm, |l| l.count);
+        let freebsd = matches!(self.kw.kernel, Kernel::FreeBsd(_));
         let sem = self.kw.mmap_lock(mm);
         let t = if write {
             sem.down_write(&mut self.m, cpu, line, now)
+        } else if freebsd {
+            // sx_slock: the lock word's load, then atomic_fcmpset_acq_ptr.
+            sem.down_read_cmpxchg(&mut self.m, cpu, line, now, true)
         } else {
             sem.down_read(&mut self.m, cpu, line, now)
         };
@@ -578,9 +613,13 @@ impl Sim {
         if write && matches!(self.kw.kernel, Kernel::Linux(..)) {
             now = self.m.katomic(cpu, now, self.kw.mm_word(mm, |l| l.owner));
         }
+        let freebsd = matches!(self.kw.kernel, Kernel::FreeBsd(_));
         let sem = self.kw.mmap_lock(mm);
         if write {
             sem.up_write(&mut self.m, cpu, line, now)
+        } else if freebsd {
+            // sx_sunlock: the lock word's load, then atomic_fcmpset_rel_ptr.
+            sem.up_read_cmpxchg(&mut self.m, cpu, line, now)
         } else {
             sem.up_read(&mut self.m, cpu, line, now)
         }
@@ -838,8 +877,11 @@ mod tests {
         // mmap_lock's words on one line on arm64; v6.9 brings the VMA's line
         // and mm_lock_seq's (a line of its own in v6.9) from memory once, and
         // the VMA's first fault, which lock_vma_under_rcu refuses, walks the
-        // VMA tree twice.
-        let first_use = 2 * preset::named("altra").costs.lines.cacheline_transfer + VMA_WALK;
+        // VMA tree twice. v6.9's trylocks load their word before the
+        // exchange (v5.15's try the exchange first): a hit a take, and the
+        // first take of each lock word a load and an exchange from memory.
+        let c = preset::named("altra").costs;
+        let first_use = 4 * c.lines.cacheline_transfer + VMA_WALK + 64 * c.mem_access;
         assert!(one_old.abs_diff(one_new) <= first_use, "alone: {one_old} under mmap_lock, {one_new} under VMA locks");
     }
 
@@ -863,6 +905,12 @@ mod tests {
     /// released by CPUs 0 and 1 in turn under `kernel` on machine `name`
     /// (arm64's Altra or x86-64's Ice Lake), with a write hold before them.
     fn read_holds(name: &str, kernel: Kernel, takes: u64) -> u64 {
+        holds_taken(name, kernel, takes, |sim, cpu, mm, t| sim.mmap_lock(cpu, mm, false, t))
+    }
+
+    /// [`read_holds`] with each hold taken by `take` (by `cpu` on `mm` at `t`,
+    /// returning when it holds it).
+    fn holds_taken(name: &str, kernel: Kernel, takes: u64, take: impl Fn(&mut Sim, usize, MmId, u64) -> u64) -> u64 {
         let mut p = preset::named(name);
         p.kernel = kernel;
         let cfg = SimConfig::quiet(p.clone(), 2, 1);
@@ -876,7 +924,7 @@ mod tests {
         let before = sim.m.counters.line_transfers;
         for i in 0..takes {
             let cpu = (i % 2) as usize;
-            t = sim.mmap_lock(cpu, mm, false, t + 1000);
+            t = take(&mut sim, cpu, mm, t + 1000);
             t = sim.mmap_unlock(cpu, mm, false, t + 1000);
         }
         sim.m.counters.line_transfers - before
@@ -898,8 +946,29 @@ mod tests {
         assert_eq!(x86(Kernel::Linux(6, 1)), 19, "x86-64 v6.1");
         // arm64 has it on the count's line from v5.3's rwsem on.
         assert_eq!(read_holds("altra", Kernel::Linux(5, 15), 20), 19, "arm64 v5.15");
-        // FreeBSD's sx lock keeps no reader in an owner word.
-        assert_eq!(read_holds("altra", Kernel::FreeBsd(13), 20), 19);
+        // FreeBSD's sx lock keeps no reader in an owner word; its sx_slock
+        // loads the lock word before its atomic_fcmpset (a shared copy from
+        // the other CPU, then the line for writing), and its sx_sunlock
+        // loads it again (a hit).
+        assert_eq!(read_holds("altra", Kernel::FreeBsd(13), 20), 2 * 19);
+    }
+
+    #[test]
+    fn a_faults_trylock_of_mmap_lock_loads_the_count_first_to_v5_1_and_from_v5_16() {
+        // CPUs 0 and 1 take mmap_lock in turn as a fault does, by
+        // mmap_read_trylock: where the trylock loads the count before its
+        // cmpxchg, the load brings a shared copy of the line from the other
+        // CPU and the cmpxchg takes it for writing, two moves a take; v5.2 to
+        // v5.15 try the cmpxchg first (one). arm64 keeps the owner word on
+        // the count's line from v5.10; x86-64 v4.19 gives it a line of its
+        // own, which only the first reader after the writer stores to.
+        let trylock = |name, kernel| holds_taken(name, kernel, 20, |sim, cpu, mm, t| sim.mmap_read_trylock(cpu, mm, t));
+        assert_eq!(trylock("altra", Kernel::Linux(5, 15)), 19, "arm64 v5.15");
+        assert_eq!(trylock("altra", Kernel::Linux(5, 16)), 2 * 19, "arm64 v5.16");
+        assert_eq!(trylock("altra", Kernel::Linux(6, 9)), 2 * 19, "arm64 v6.9");
+        assert_eq!(trylock("icx8358", Kernel::Linux(4, 19)), 2 * 19, "x86-64 v4.19");
+        assert_eq!(trylock("icx8358", Kernel::Linux(5, 12)), 19, "x86-64 v5.12");
+        assert!(Kernel::Linux(5, 1).read_trylock_loads_first() && !Kernel::Linux(5, 2).read_trylock_loads_first());
     }
 
     #[test]
@@ -979,14 +1048,14 @@ mod tests {
             let (done, held) = sim.fault_lock(0, mm, vma, vma.start, true, t);
             (done - t, matches!(held, FaultLock::Vma(_)))
         };
-        // The time to take mmap_lock for reading, warm.
+        // The time to take mmap_lock for reading as a fault does, warm.
         let mut p = preset::named("altra");
         p.kernel = Kernel::Linux(6, 9);
         let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 4, 16, false).unwrap());
         let mm = MmId(1);
-        let t = sim.mmap_lock(0, mm, false, 0);
+        let t = sim.mmap_read_trylock(0, mm, 0);
         let t = sim.mmap_unlock(0, mm, false, t) + 100;
-        let plain = sim.mmap_lock(0, mm, false, t) - t;
+        let plain = sim.mmap_read_trylock(0, mm, t) - t;
 
         let (merged, under_vma) = take(false, true, 2);
         assert!(under_vma);
