@@ -42,11 +42,12 @@
 //!   CPUs. A `down_read_trylock` (which a page fault tries first) is a
 //!   compare-and-exchange loop, which in most releases loads the count before
 //!   its first exchange: a second move where another CPU wrote the line last
-//!   (FreeBSD's `sx` locks take and drop a shared hold the same way). A writer waits until every reader admitted before it (in the
-//!   simulator's order) has released, and readers and writers that come after a
-//!   writer wait for its release: the rwsem's handoff to a waiting writer, with
-//!   its readers-behind-a-writer rule (`rwsem_down_read_slowpath` queues a
-//!   reader when a writer waits).
+//!   (FreeBSD's `sx` locks take and drop a shared hold the same way). A
+//!   writer waits until every reader admitted before it (in the simulator's
+//!   order) has released, and readers and writers that come after a writer
+//!   wait for its release: the rwsem's handoff to a waiting writer, with its
+//!   readers-behind-a-writer rule (`rwsem_down_read_slowpath` queues a reader
+//!   when a writer waits).
 //! - [`Mutex`], Linux's mutex (`kernel/locking/mutex.c`) with optimistic
 //!   spinning: a waiter spins on the owner field while the owner runs, which a
 //!   simulated kernel path always does, so a waiter never sleeps and the
