@@ -30,12 +30,15 @@
 //! `HAVE_ARCH_COMPAT_MMAP_BASES`, x86 only): 16 bytes fewer before every word
 //! here.
 //!
-//! Not modelled: `mm_count` (on the count's line up to v6.4 but in x86-64's
-//! v5.11-v5.12 and v6.4, on a line of its own from v6.5; written when a CPU
-//! takes or drops a lazy reference to the mm), `mm_users`,
-//! `pgtables_bytes` (one atomic per page-table page allocated) and
-//! `page_table_lock`, which share those lines in some releases; and the
-//! context switch's read of `pgd` (`switch_mm`), counted in the switch path.
+//! `mm_count` is written when a CPU takes or drops a lazy reference to the mm
+//! (`mmgrab_lazy_tlb`, `mmdrop_lazy_tlb`: `sim/sched.rs`): on the count's line
+//! up to the v6.4 tag but in x86-64's v5.11-v5.12 and v6.4, on a line of its
+//! own from v6.5.
+//!
+//! Not modelled: `mm_users`, `pgtables_bytes` (one atomic per page-table page
+//! allocated) and `page_table_lock`, which share those lines in some
+//! releases; and the context switch's read of `pgd` (`switch_mm`), counted in
+//! the switch path.
 
 use crate::kernel::Kernel;
 use crate::preset::Arch;
@@ -55,6 +58,9 @@ pub struct MmLayout {
     /// per-VMA lock series put it, also on a kernel before v6.4 that runs the
     /// series by switch.
     pub lock_seq: u16,
+    /// `mm_count`, the mm's reference count that lazy-TLB CPUs hold: at the
+    /// structure's start, alone on its line, from v6.5.
+    pub mm_count: u16,
 }
 
 impl MmLayout {
@@ -67,40 +73,42 @@ impl MmLayout {
 }
 
 /// One release's layout on x86-64: from `release` on, `pgd`, `mmap_lock`'s
-/// count and owner at these offsets; `compat` whether the two compat mmap
-/// bases come before them (arm64 lacks them).
+/// count and owner and `mm_count` at these offsets; `compat` whether the two
+/// compat mmap bases come before them (arm64 lacks them) and before a
+/// `mm_count` that is not the structure's first word.
 struct Row {
     release: (u8, u8),
     pgd: u16,
     count: u16,
     owner: u16,
+    mm_count: u16,
     compat: bool,
 }
 
 /// The releases read, oldest first (see the module's docs).
 const ROWS: &[Row] = &[
     // v4.3 to v4.10: rwsem's owner last in the semaphore (40 bytes).
-    Row { release: (4, 3), pgd: 64, count: 104, owner: 136, compat: false },
+    Row { release: (4, 3), pgd: 64, count: 104, owner: 136, mm_count: 76, compat: false },
     // The compat bases (v4.12) and a 64-bit vmacache_seqnum.
-    Row { release: (4, 14), pgd: 80, count: 120, owner: 152, compat: true },
+    Row { release: (4, 14), pgd: 80, count: 120, owner: 152, mm_count: 92, compat: true },
     // pgtables_bytes in place of nr_ptes and nr_pmds (v4.15).
-    Row { release: (4, 19), pgd: 80, count: 112, owner: 144, compat: true },
+    Row { release: (4, 19), pgd: 80, count: 112, owner: 144, mm_count: 92, compat: true },
     // The rwsem's owner beside its count (v5.3), membarrier_state, has_pinned.
-    Row { release: (5, 10), pgd: 80, count: 120, owner: 128, compat: true },
+    Row { release: (5, 10), pgd: 80, count: 120, owner: 128, mm_count: 96, compat: true },
     // write_protect_seq before mmap_lock (v5.11): count and owner on one line.
-    Row { release: (5, 11), pgd: 80, count: 128, owner: 136, compat: true },
+    Row { release: (5, 11), pgd: 80, count: 128, owner: 136, mm_count: 96, compat: true },
     // write_protect_seq moved after mmap_lock (2e3025434a6b, v5.13).
-    Row { release: (5, 13), pgd: 80, count: 120, owner: 128, compat: true },
+    Row { release: (5, 13), pgd: 80, count: 120, owner: 128, mm_count: 96, compat: true },
     // The maple tree in place of the rbtree and vmacache (v6.1).
-    Row { release: (6, 1), pgd: 72, count: 112, owner: 120, compat: true },
+    Row { release: (6, 1), pgd: 72, count: 112, owner: 120, mm_count: 88, compat: true },
     // The mm_cid fields after mm_count (v6.4).
-    Row { release: (6, 4), pgd: 72, count: 128, owner: 136, compat: true },
+    Row { release: (6, 4), pgd: 72, count: 128, owner: 136, mm_count: 88, compat: true },
     // mm_count on a line of its own at the start (c1753fd02a00, v6.5).
-    Row { release: (6, 5), pgd: 136, count: 184, owner: 192, compat: true },
+    Row { release: (6, 5), pgd: 136, count: 184, owner: 192, mm_count: 0, compat: true },
     // The maple tree's fields reordered, get_unmapped_area's pointer gone (v6.9).
-    Row { release: (6, 9), pgd: 128, count: 176, owner: 184, compat: true },
+    Row { release: (6, 9), pgd: 128, count: 176, owner: 184, mm_count: 0, compat: true },
     // The mm_cid fields grown (nr_cpus_allowed, max_nr_cid, cpus_allowed_lock).
-    Row { release: (6, 13), pgd: 120, count: 184, owner: 192, compat: true },
+    Row { release: (6, 13), pgd: 120, count: 184, owner: 192, mm_count: 0, compat: true },
 ];
 
 /// Bytes from `mmap_lock`'s count to `mm_lock_seq`: the rest of the semaphore
@@ -125,6 +133,7 @@ pub fn layout(kernel: Kernel, arch: Arch) -> Option<MmLayout> {
         count,
         owner: row.owner - less,
         lock_seq: count + lock_seq_after_count(release),
+        mm_count: if row.mm_count == 0 { 0 } else { row.mm_count - less },
     })
 }
 
@@ -158,6 +167,25 @@ mod tests {
         assert_eq!(lines(l(6, 1), Arm64), (0, 1, 1, 2));
         assert_eq!(lines(l(6, 9), Arm64), (1, 2, 2, 3));
         assert_eq!(lines(l(6, 18), Arm64), (1, 2, 2, 3));
+    }
+
+    #[test]
+    fn mm_count_shares_the_counts_line_to_v6_4_but_where_the_count_moved_and_has_its_own_from_v6_5() {
+        use Arch::{Arm64, X86_64};
+        let l = Kernel::Linux;
+        let at = |k, arch| layout(k, arch).map(|l| (l.mm_count, l.mm_count / 64 == l.count / 64));
+        assert_eq!(at(l(4, 10), X86_64), Some((76, true)));
+        assert_eq!(at(l(4, 19), X86_64), Some((92, true)));
+        assert_eq!(at(l(5, 10), X86_64), Some((96, true)));
+        assert_eq!(at(l(5, 12), X86_64), Some((96, false)), "write_protect_seq pushed the count on");
+        assert_eq!(at(l(6, 1), X86_64), Some((88, true)));
+        assert_eq!(at(l(6, 4), X86_64), Some((88, false)), "the v6.4 tag: the count at 128");
+        assert_eq!(at(l(6, 5), X86_64), Some((0, false)));
+        assert_eq!(at(l(4, 10), Arm64), Some((76, true)));
+        assert_eq!(at(l(4, 19), Arm64), Some((76, true)));
+        assert_eq!(at(l(5, 12), Arm64), Some((80, true)));
+        assert_eq!(at(l(6, 4), Arm64), Some((72, true)));
+        assert_eq!(at(l(6, 18), Arm64), Some((0, false)));
     }
 
     #[test]

@@ -290,6 +290,13 @@ impl KernelWork {
         KLine::Mm(mm.index() as u32, self.mm_layout.map_or(0, word))
     }
 
+    /// Returns the line of `mm`'s `mm_count` where the kernel has one (Linux:
+    /// the reference lazy-TLB CPUs take, `crate::mm_layout`); `None` on
+    /// FreeBSD, whose context switch takes no reference on the vmspace.
+    pub(super) fn mm_count_word(&self, mm: MmId) -> Option<KLine> {
+        self.mm_layout.map(|l| KLine::Mm(mm.index() as u32, l.mm_count))
+    }
+
     /// Returns the run's kernel toggles.
     pub(super) fn features(&self) -> Features {
         self.features

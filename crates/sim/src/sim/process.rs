@@ -210,6 +210,9 @@ impl Sim {
     pub(super) fn exit(&mut self, cpu: usize, tid: usize, now: u64) -> u64 {
         let mm = self.scheduler.thread(tid).mm();
         self.scheduler.exit(cpu, tid, now);
+        // exit_mm: the exiting task keeps mm as its lazy active_mm, with a
+        // reference (`mmgrab_lazy_tlb`) its CPU's next switch passes on or drops.
+        let now = self.lazy_grab(cpu, mm, now);
         if self.kern.leave(mm) > 0 || mm.is_kernel() {
             return now;
         }

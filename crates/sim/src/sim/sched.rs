@@ -292,15 +292,23 @@ impl Sim {
         // After `pick_next_task`, before the switch (LATR's sweep).
         now = self.tick(cpu, Tick::Schedule, now);
         self.scheduler.cpu_mut(cpu).clear_resched();
+        let prev_mm = self.scheduler.cpu(cpu).loaded();
         let Some(next) = next else {
             // Idle: the idle thread runs on the kernel's address space.
             self.scheduler.set_cur(cpu, None, now);
-            return self.enter_lazy(cpu, Lazy::Idle, now);
+            let now = self.enter_lazy(cpu, Lazy::Idle, now);
+            return self.lazy_grab(cpu, prev_mm, now);
         };
         now = self.kaccess(cpu, self.scheduler.thread(next).tstruct(), now);
         now = self.kaccess(cpu, self.scheduler.thread(next).kstack(), now);
         let mm = self.scheduler.thread(next).mm();
-        now = if mm.is_kernel() { self.enter_lazy(cpu, Lazy::KernelThread, now) } else { self.switch_mm(cpu, mm, now) };
+        now = if mm.is_kernel() {
+            let now = self.enter_lazy(cpu, Lazy::KernelThread, now);
+            self.lazy_grab(cpu, prev_mm, now)
+        } else {
+            let now = self.switch_mm(cpu, mm, now);
+            self.lazy_drop(cpu, now)
+        };
         self.scheduler.run(cpu, next, now);
         if fair && self.scheduler.cpu(cpu).sched_tick() <= now {
             let tick = self.tick_after(now, self.scheduler.tun().tick);
@@ -315,6 +323,33 @@ impl Sim {
         self.policy.switch_mm(&hw, mm);
         let now = hw.now();
         self.switched(cpu, mm, now)
+    }
+
+    /// Takes `cpu`'s lazy reference to `prev`, the user address space it ran
+    /// until now, at `now` (Linux only): `context_switch` to the idle task or
+    /// a kernel thread from a user task calls `mmgrab_lazy_tlb(prev->active_mm)`,
+    /// and `exit_mm` does for the exiting task, an `atomic_inc` of
+    /// `mm->mm_count` on the line the release puts it on (`crate::mm_layout`).
+    /// A CPU that holds one already passes it on (a kernel thread after the
+    /// idle task, the idle task after an exiting task). Returns when `cpu`
+    /// goes on.
+    pub(super) fn lazy_grab(&mut self, cpu: usize, prev: MmId, now: u64) -> u64 {
+        let Some(word) = self.kw.mm_count_word(prev) else { return now };
+        if prev.is_kernel() || self.scheduler.cpu(cpu).lazy_ref().is_some() {
+            return now;
+        }
+        self.scheduler.cpu_mut(cpu).set_lazy_ref(Some(prev));
+        self.m.katomic(cpu, now, word)
+    }
+
+    /// Drops `cpu`'s lazy reference, if it holds one, at `now`, after its
+    /// switch to a user task (`finish_task_switch`'s `mmdrop_lazy_tlb`, an
+    /// `atomic_dec_and_test` of `mm_count`). Returns when `cpu` goes on.
+    fn lazy_drop(&mut self, cpu: usize, now: u64) -> u64 {
+        match self.scheduler.cpu_mut(cpu).set_lazy_ref(None).and_then(|mm| self.kw.mm_count_word(mm)) {
+            Some(word) => self.m.katomic(cpu, now, word),
+            None => now,
+        }
     }
 
     /// Leaves `cpu` running the kernel with no address space of its own, `who`

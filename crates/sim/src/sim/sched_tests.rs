@@ -841,3 +841,40 @@ fn before_sis_util_the_idle_scan_is_limited_by_the_wakers_idle_time_against_its_
     // SIS_UTIL (v6.0 on) reads the domain's utilisation, not the cost.
     assert_eq!(setup(Kernel::Linux(6, 15), true).0, 7);
 }
+
+#[test]
+fn a_cpu_that_leaves_a_user_task_for_idle_holds_a_lazy_reference_until_it_runs_one_again() {
+    // One CPU (Linux v6.1 on Altra): a Sleeper blocks on its pipe and the
+    // CPU goes idle, keeping the Sleeper's mm as its lazy active_mm with a
+    // reference (mmgrab_lazy_tlb: an atomic on mm_count's line, written by
+    // CPU 0: its own read of the word then hits); woken, the Sleeper runs
+    // again and the reference is dropped (mmdrop_lazy_tlb); it exits (exit_mm
+    // takes one) and the CPU stays idle holding it.
+    let mut p = preset::named("altra");
+    p.kernel = crate::kernel::Kernel::Linux(6, 1);
+    let cfg = SimConfig { max_events: 100_000, ..SimConfig::quiet(p, 1, 1) };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(1, 16, 16, false).unwrap());
+    let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    let mm = sim.scheduler.thread(sleeper).mm();
+    while sim.scheduler.thread(sleeper).state() != State::Blocked || sim.scheduler.cpu(0).cur().is_some() {
+        assert!(sim.step(), "the sleeper never slept");
+    }
+    assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm));
+    let word = sim.kw.mm_count_word(mm).expect("Linux has mm_count");
+    let now = sim.scheduler.cpu(0).clock();
+    assert_eq!(sim.m.kread(0, now, word, 0), now + sim.m.costs.mem_access, "CPU 0 wrote mm_count");
+    sim.wake(sleeper, 0, now, false);
+    while sim.scheduler.cpu(0).cur() != Some(sleeper) {
+        assert!(sim.step(), "the sleeper never ran again");
+    }
+    assert_eq!(sim.scheduler.cpu(0).lazy_ref(), None);
+    sim.run();
+    assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm), "exit_mm's reference, kept by the idle CPU");
+    // FreeBSD takes none.
+    let mut p = preset::named("altra");
+    p.kernel = crate::kernel::Kernel::FreeBsd(14);
+    let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 16, 16, false).unwrap());
+    sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    sim.run();
+    assert_eq!(sim.scheduler.cpu(0).lazy_ref(), None);
+}

@@ -97,6 +97,10 @@ pub(super) struct CpuSched {
     runq: RunQueue,
     /// The address space this CPU last switched to.
     loaded: MmId,
+    /// The user address space whose `mm_count` this CPU's lazy `active_mm`
+    /// holds a reference to (`mmgrab_lazy_tlb`), while the idle task, a
+    /// kernel thread or an exiting task runs on it.
+    lazy_ref: Option<MmId>,
     /// When the running thread's slice started, in cycles.
     slice_start: u64,
     /// The CPU's time after its last event, in cycles.
@@ -139,6 +143,19 @@ impl CpuSched {
     #[inline]
     pub(super) fn switched_to(&mut self, mm: MmId) {
         self.loaded = mm;
+    }
+
+    /// Returns the address space this CPU holds a lazy reference to, if any.
+    #[inline]
+    pub(super) fn lazy_ref(&self) -> Option<MmId> {
+        self.lazy_ref
+    }
+
+    /// Sets (`Some`) or drops (`None`) this CPU's lazy reference; returns the
+    /// one it held.
+    #[inline]
+    pub(super) fn set_lazy_ref(&mut self, mm: Option<MmId>) -> Option<MmId> {
+        std::mem::replace(&mut self.lazy_ref, mm)
     }
 
     /// Returns when the running thread's slice started, in cycles.
@@ -339,6 +356,7 @@ impl Scheduler {
             cur: None,
             runq: RunQueue::default(),
             loaded: MmId::KERNEL,
+            lazy_ref: None,
             slice_start: 0,
             clock: 0,
             armed: false,
