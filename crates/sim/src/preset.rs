@@ -331,6 +331,16 @@ impl Kernel {
         }
     }
 
+    /// Returns whether a context switch between two tasks without an mm of
+    /// their own hands the lent `active_mm` on without touching its
+    /// `mm_count` (Linux v5.4 on: 139d025cda1d, "sched: Clean up active_mm
+    /// reference counting"); before it, `context_switch()` took a reference
+    /// on the lent mm at every switch to such a task and `finish_task_switch`
+    /// dropped the one the previous task held.
+    pub fn hands_lazy_mm_on(self) -> bool {
+        self.linux_from(5, 4)
+    }
+
     /// Returns whether `migrate_pages` unmaps a batch of folios before one
     /// flush and then moves them (Linux v6.3, Huang Ying's "migrate_pages:
     /// batch TLB flushing" series: `migrate_pages_batch`, `try_to_migrate`

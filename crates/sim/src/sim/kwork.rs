@@ -290,6 +290,12 @@ impl KernelWork {
         KLine::Mm(mm.index() as u32, self.mm_layout.map_or(0, word))
     }
 
+    /// Returns whether a switch between two tasks without an mm hands the
+    /// lent one on untouched ([`Kernel::hands_lazy_mm_on`]).
+    pub(super) fn hands_lazy_mm_on(&self) -> bool {
+        self.kernel.hands_lazy_mm_on()
+    }
+
     /// Returns the line of `mm`'s `mm_count` where the kernel has one (Linux:
     /// the reference lazy-TLB CPUs take, `crate::mm_layout`); `None` on
     /// FreeBSD, whose context switch takes no reference on the vmspace.

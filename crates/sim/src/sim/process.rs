@@ -212,7 +212,7 @@ impl Sim {
         self.scheduler.exit(cpu, tid, now);
         // exit_mm: the exiting task keeps mm as its lazy active_mm, with a
         // reference (`mmgrab_lazy_tlb`) its CPU's next switch passes on or drops.
-        let now = self.lazy_grab(cpu, mm, now);
+        let now = self.lazy_grab(cpu, mm, false, now);
         if self.kern.leave(mm) > 0 || mm.is_kernel() {
             return now;
         }

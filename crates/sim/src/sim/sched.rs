@@ -297,14 +297,14 @@ impl Sim {
             // Idle: the idle thread runs on the kernel's address space.
             self.scheduler.set_cur(cpu, None, now);
             let now = self.enter_lazy(cpu, Lazy::Idle, now);
-            return self.lazy_grab(cpu, prev_mm, now);
+            return self.lazy_grab(cpu, prev_mm, prev.is_some(), now);
         };
         now = self.kaccess(cpu, self.scheduler.thread(next).tstruct(), now);
         now = self.kaccess(cpu, self.scheduler.thread(next).kstack(), now);
         let mm = self.scheduler.thread(next).mm();
         now = if mm.is_kernel() {
             let now = self.enter_lazy(cpu, Lazy::KernelThread, now);
-            self.lazy_grab(cpu, prev_mm, now)
+            self.lazy_grab(cpu, prev_mm, true, now)
         } else {
             let now = self.switch_mm(cpu, mm, now);
             self.lazy_drop(cpu, now)
@@ -331,13 +331,22 @@ impl Sim {
     /// and `exit_mm` does for the exiting task, an `atomic_inc` of
     /// `mm->mm_count` on the line the release puts it on (`crate::mm_layout`).
     /// A CPU that holds one already passes it on (a kernel thread after the
-    /// idle task, the idle task after an exiting task). Returns when `cpu`
-    /// goes on.
-    pub(super) fn lazy_grab(&mut self, cpu: usize, prev: MmId, now: u64) -> u64 {
-        let Some(word) = self.kw.mm_count_word(prev) else { return now };
-        if prev.is_kernel() || self.scheduler.cpu(cpu).lazy_ref().is_some() {
-            return now;
+    /// idle task, the idle task after an exiting task); before v5.4 a
+    /// `switch` between two tasks without an mm took a reference on the lent
+    /// one and dropped the previous task's, two atomics on its `mm_count`
+    /// ([`Kernel::hands_lazy_mm_on`]). Returns when `cpu` goes on.
+    pub(super) fn lazy_grab(&mut self, cpu: usize, prev: MmId, switch: bool, now: u64) -> u64 {
+        let held = self.scheduler.cpu(cpu).lazy_ref();
+        if prev.is_kernel() || held.is_some() {
+            return match held.and_then(|mm| self.kw.mm_count_word(mm)) {
+                Some(word) if switch && !self.kw.hands_lazy_mm_on() => {
+                    let t = self.m.katomic(cpu, now, word);
+                    self.m.katomic(cpu, t, word)
+                }
+                _ => now,
+            };
         }
+        let Some(word) = self.kw.mm_count_word(prev) else { return now };
         self.scheduler.cpu_mut(cpu).set_lazy_ref(Some(prev));
         self.m.katomic(cpu, now, word)
     }

@@ -870,6 +870,10 @@ fn a_cpu_that_leaves_a_user_task_for_idle_holds_a_lazy_reference_until_it_runs_o
     assert_eq!(sim.scheduler.cpu(0).lazy_ref(), None);
     sim.run();
     assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm), "exit_mm's reference, kept by the idle CPU");
+    // From v5.4 a switch between two tasks without an mm hands the lent one
+    // on; before, it took a reference and dropped the previous task's.
+    let k = crate::kernel::Kernel::Linux;
+    assert!(!k(5, 3).hands_lazy_mm_on() && k(5, 4).hands_lazy_mm_on());
     // FreeBSD takes none.
     let mut p = preset::named("altra");
     p.kernel = crate::kernel::Kernel::FreeBsd(14);
