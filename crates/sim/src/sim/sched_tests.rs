@@ -882,3 +882,36 @@ fn a_cpu_that_leaves_a_user_task_for_idle_holds_a_lazy_reference_until_it_runs_o
     sim.run();
     assert_eq!(sim.scheduler.cpu(0).lazy_ref(), None);
 }
+
+#[test]
+fn before_v5_4_a_kernel_thread_after_the_idle_task_takes_and_drops_a_reference_on_the_lent_mm() {
+    // One CPU holds a Sleeper's mm lazily (it went idle after the Sleeper
+    // blocked); another CPU then writes mm_count's line. A kernel thread
+    // started on the first CPU: v4.19's context_switch takes a reference on
+    // the lent mm (its atomic brings the line back) and finish_task_switch
+    // drops the idle task's; v5.4 hands the mm on and touches nothing.
+    let moves = |kernel| {
+        let mut p = preset::named("altra");
+        p.kernel = kernel;
+        let cfg = SimConfig { max_events: 100_000, ..SimConfig::quiet(p, 2, 1) };
+        let mut sim = Sim::new(cfg, LinuxArm64::new(2, 16, 16, false).unwrap());
+        let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+        let mm = sim.scheduler.thread(sleeper).mm();
+        while sim.scheduler.thread(sleeper).state() != State::Blocked || sim.scheduler.cpu(0).cur().is_some() {
+            assert!(sim.step(), "the sleeper never slept");
+        }
+        assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm));
+        let word = sim.kw.mm_count_word(mm).expect("Linux has mm_count");
+        let now = sim.scheduler.cpu(0).clock();
+        sim.m.katomic(1, now, word);
+        let before = sim.m.counters.line_transfers;
+        sim.spawn_kernel_thread(Box::new(Spin { left: 1 }), 0);
+        while sim.scheduler.cpu(0).cur().is_none() {
+            assert!(sim.step(), "the kernel thread never ran");
+        }
+        assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm), "the lent mm stays the CPU's");
+        sim.m.counters.line_transfers - before
+    };
+    assert_eq!(moves(crate::kernel::Kernel::Linux(4, 19)), 1);
+    assert_eq!(moves(crate::kernel::Kernel::Linux(5, 4)), 0);
+}
