@@ -410,12 +410,15 @@ mod tests {
         assert_eq!(out, 10_000_000 + m.transfer_cost(7, 0) + 1000 + m.costs.mem_access);
     }
 
+    /// [`westmere`] and an rwsem whose count is on a line of its own.
+    fn rwsem_on_westmere() -> (Machine, RwSem, KLine) {
+        (westmere(), RwSem::default(), KLine::Mm(1, 0))
+    }
+
     #[test]
     fn rwsem_readers_overlap_but_queue_on_the_count_line() {
-        let mut m = westmere();
+        let (mut m, mut s, line) = rwsem_on_westmere();
         let c = m.costs;
-        let mut s = RwSem::default();
-        let line = KLine::Mm(1, 0);
         // Three readers ask at once: each waits for the count's line in turn.
         let got: Vec<u64> = (0..3).map(|cpu| s.down_read(&mut m, cpu, line, 1000)).collect();
         assert!(got[1] > got[0] && got[2] > got[1], "{got:?}");
@@ -431,10 +434,8 @@ mod tests {
 
     #[test]
     fn a_read_take_that_loads_the_count_first_moves_its_line_twice_after_another_cpus_write() {
-        let mut m = westmere();
+        let (mut m, mut s, line) = rwsem_on_westmere();
         let c = m.costs;
-        let mut s = RwSem::default();
-        let line = KLine::Mm(1, 0);
         let t = s.down_read(&mut m, 0, line, 0);
         let t = s.up_read(&mut m, 0, line, t + 100);
         // CPU 1 (same socket) loads the count (a shared copy from CPU 0), then
@@ -455,9 +456,7 @@ mod tests {
 
     #[test]
     fn an_rwsem_writer_waits_for_every_reader_and_later_readers_wait_for_it() {
-        let mut m = westmere();
-        let mut s = RwSem::default();
-        let line = KLine::Mm(1, 0);
+        let (mut m, mut s, line) = rwsem_on_westmere();
         let r0 = s.down_read(&mut m, 0, line, 0);
         let r1 = s.down_read(&mut m, 1, line, 0);
         let out0 = s.up_read(&mut m, 0, line, r0 + 3000);
@@ -473,9 +472,7 @@ mod tests {
 
     #[test]
     fn a_downgraded_writer_lets_readers_in_and_keeps_writers_out_until_it_leaves() {
-        let mut m = westmere();
-        let mut s = RwSem::default();
-        let line = KLine::Mm(1, 0);
+        let (mut m, mut s, line) = rwsem_on_westmere();
         let w = s.down_write(&mut m, 0, line, 0);
         let d = s.downgrade(&mut m, 0, line, w + 1000);
         let out = s.up_read(&mut m, 0, line, d + 50_000);

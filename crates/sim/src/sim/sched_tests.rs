@@ -2,7 +2,7 @@
 //! wake-affine, and balancing, each on a machine state built for the rule.
 
 use super::*;
-use crate::preset;
+use crate::preset::{self, Kernel};
 use crate::toggle::{DELAY_DEQUEUE, LAST_BUDDY, SYNC_SKIP_DELAYED, TTWU_QUEUE};
 use tlbkit_policy::asid::LinuxArm64;
 
@@ -842,6 +842,23 @@ fn before_sis_util_the_idle_scan_is_limited_by_the_wakers_idle_time_against_its_
     assert_eq!(setup(Kernel::Linux(6, 15), true).0, 7);
 }
 
+/// Returns `ncpus` CPUs of an Ampere Altra under `kernel` where a
+/// [`Sleeper`] has blocked on CPU 0 and left it idle holding a lazy reference
+/// to its mm; and the Sleeper's thread id and mm.
+fn idle_after_a_sleeper(kernel: Kernel, ncpus: usize) -> (Sim, usize, MmId) {
+    let mut p = preset::named("altra");
+    p.kernel = kernel;
+    let cfg = SimConfig { max_events: 100_000, ..SimConfig::quiet(p, ncpus, 1) };
+    let mut sim = Sim::new(cfg, LinuxArm64::new(ncpus, 16, 16, false).unwrap());
+    let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
+    let mm = sim.scheduler.thread(sleeper).mm();
+    while sim.scheduler.thread(sleeper).state() != State::Blocked || sim.scheduler.cpu(0).cur().is_some() {
+        assert!(sim.step(), "the sleeper never slept");
+    }
+    assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm));
+    (sim, sleeper, mm)
+}
+
 #[test]
 fn a_cpu_that_leaves_a_user_task_for_idle_holds_a_lazy_reference_until_it_runs_one_again() {
     // One CPU (Linux v6.1 on Altra): a Sleeper blocks on its pipe and the
@@ -850,16 +867,7 @@ fn a_cpu_that_leaves_a_user_task_for_idle_holds_a_lazy_reference_until_it_runs_o
     // CPU 0: its own read of the word then hits); woken, the Sleeper runs
     // again and the reference is dropped (mmdrop_lazy_tlb); it exits (exit_mm
     // takes one) and the CPU stays idle holding it.
-    let mut p = preset::named("altra");
-    p.kernel = crate::kernel::Kernel::Linux(6, 1);
-    let cfg = SimConfig { max_events: 100_000, ..SimConfig::quiet(p, 1, 1) };
-    let mut sim = Sim::new(cfg, LinuxArm64::new(1, 16, 16, false).unwrap());
-    let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
-    let mm = sim.scheduler.thread(sleeper).mm();
-    while sim.scheduler.thread(sleeper).state() != State::Blocked || sim.scheduler.cpu(0).cur().is_some() {
-        assert!(sim.step(), "the sleeper never slept");
-    }
-    assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm));
+    let (mut sim, sleeper, mm) = idle_after_a_sleeper(Kernel::Linux(6, 1), 1);
     let word = sim.kw.mm_count_word(mm).expect("Linux has mm_count");
     let now = sim.scheduler.cpu(0).clock();
     assert_eq!(sim.m.kread(0, now, word, 0), now + sim.m.costs.mem_access, "CPU 0 wrote mm_count");
@@ -872,11 +880,10 @@ fn a_cpu_that_leaves_a_user_task_for_idle_holds_a_lazy_reference_until_it_runs_o
     assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm), "exit_mm's reference, kept by the idle CPU");
     // From v5.4 a switch between two tasks without an mm hands the lent one
     // on; before, it took a reference and dropped the previous task's.
-    let k = crate::kernel::Kernel::Linux;
-    assert!(!k(5, 3).hands_lazy_mm_on() && k(5, 4).hands_lazy_mm_on());
+    assert!(!Kernel::Linux(5, 3).hands_lazy_mm_on() && Kernel::Linux(5, 4).hands_lazy_mm_on());
     // FreeBSD takes none.
     let mut p = preset::named("altra");
-    p.kernel = crate::kernel::Kernel::FreeBsd(14);
+    p.kernel = Kernel::FreeBsd(14);
     let mut sim = Sim::new(SimConfig::quiet(p, 1, 1), LinuxArm64::new(1, 16, 16, false).unwrap());
     sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
     sim.run();
@@ -891,16 +898,7 @@ fn before_v5_4_a_kernel_thread_after_the_idle_task_takes_and_drops_a_reference_o
     // the lent mm (its atomic brings the line back) and finish_task_switch
     // drops the idle task's; v5.4 hands the mm on and touches nothing.
     let moves = |kernel| {
-        let mut p = preset::named("altra");
-        p.kernel = kernel;
-        let cfg = SimConfig { max_events: 100_000, ..SimConfig::quiet(p, 2, 1) };
-        let mut sim = Sim::new(cfg, LinuxArm64::new(2, 16, 16, false).unwrap());
-        let sleeper = sim.spawn(Box::new(Sleeper { step: 0 })).unwrap();
-        let mm = sim.scheduler.thread(sleeper).mm();
-        while sim.scheduler.thread(sleeper).state() != State::Blocked || sim.scheduler.cpu(0).cur().is_some() {
-            assert!(sim.step(), "the sleeper never slept");
-        }
-        assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm));
+        let (mut sim, _, mm) = idle_after_a_sleeper(kernel, 2);
         let word = sim.kw.mm_count_word(mm).expect("Linux has mm_count");
         let now = sim.scheduler.cpu(0).clock();
         sim.m.katomic(1, now, word);
@@ -912,6 +910,6 @@ fn before_v5_4_a_kernel_thread_after_the_idle_task_takes_and_drops_a_reference_o
         assert_eq!(sim.scheduler.cpu(0).lazy_ref(), Some(mm), "the lent mm stays the CPU's");
         sim.m.counters.line_transfers - before
     };
-    assert_eq!(moves(crate::kernel::Kernel::Linux(4, 19)), 1);
-    assert_eq!(moves(crate::kernel::Kernel::Linux(5, 4)), 0);
+    assert_eq!(moves(Kernel::Linux(4, 19)), 1);
+    assert_eq!(moves(Kernel::Linux(5, 4)), 0);
 }
