@@ -573,12 +573,13 @@ impl Sim {
     pub(super) fn mmap_lock(&mut self, cpu: usize, mm: MmId, write: bool, now: u64) -> u64 {
         let line = self.kw.mm_word(mm, |l| l.count);
         let freebsd = matches!(self.kw.kernel, Kernel::FreeBsd(_));
+        let loads_first = self.kw.kernel.read_trylock_loads_first();
         let sem = self.kw.mmap_lock(mm);
         let t = if write {
             sem.down_write(&mut self.m, cpu, line, now)
         } else if freebsd {
-            // sx_slock: the lock word's load, then atomic_fcmpset_acq_ptr.
-            sem.down_read_cmpxchg(&mut self.m, cpu, line, now, true)
+            // sx_slock: an atomic_fcmpset_acq_ptr loop, the lock word's load first.
+            sem.down_read_cmpxchg(&mut self.m, cpu, line, now, loads_first)
         } else {
             sem.down_read(&mut self.m, cpu, line, now)
         };

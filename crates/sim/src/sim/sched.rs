@@ -336,19 +336,24 @@ impl Sim {
     /// one and dropped the previous task's, two atomics on its `mm_count`
     /// ([`Kernel::hands_lazy_mm_on`]). Returns when `cpu` goes on.
     pub(super) fn lazy_grab(&mut self, cpu: usize, prev: MmId, switch: bool, now: u64) -> u64 {
-        let held = self.scheduler.cpu(cpu).lazy_ref();
-        if prev.is_kernel() || held.is_some() {
-            return match held.and_then(|mm| self.kw.mm_count_word(mm)) {
-                Some(word) if switch && !self.kw.hands_lazy_mm_on() => {
+        match self.scheduler.cpu(cpu).lazy_ref() {
+            Some(lent) if switch && !self.kw.hands_lazy_mm_on() => match self.kw.mm_count_word(lent) {
+                Some(word) => {
                     let t = self.m.katomic(cpu, now, word);
                     self.m.katomic(cpu, t, word)
                 }
-                _ => now,
-            };
+                None => now,
+            },
+            Some(_) => now,
+            None if prev.is_kernel() => now,
+            None => match self.kw.mm_count_word(prev) {
+                Some(word) => {
+                    self.scheduler.cpu_mut(cpu).set_lazy_ref(Some(prev));
+                    self.m.katomic(cpu, now, word)
+                }
+                None => now,
+            },
         }
-        let Some(word) = self.kw.mm_count_word(prev) else { return now };
-        self.scheduler.cpu_mut(cpu).set_lazy_ref(Some(prev));
-        self.m.katomic(cpu, now, word)
     }
 
     /// Drops `cpu`'s lazy reference, if it holds one, at `now`, after its
