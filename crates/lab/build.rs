@@ -5,7 +5,11 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
+    // Read when cargo runs the script, not when it compiles it: a target
+    // directory two checkouts share reuses the compiled script, whose
+    // compile-time path would name the other checkout's files.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&root).join("corpus");
     println!("cargo::rerun-if-changed={}", dir.display());
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .expect("crates/lab/corpus exists")

@@ -7,7 +7,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("machines");
+    // Read when cargo runs the script, not when it compiles it: a target
+    // directory two checkouts share reuses the compiled script, whose
+    // compile-time path would name the other checkout's files.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&root).join("machines");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut out = String::new();
     for (konst, sub, doc) in [
