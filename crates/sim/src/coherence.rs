@@ -8,7 +8,11 @@
 //! costs what the preset says for the distance between the line's owner and the
 //! requester (`cacheline_transfer` inside an L3 domain, `cacheline_cross_ccx`
 //! more between the domains of a socket, `cacheline_cross_socket` more across
-//! sockets: `crate::machine`'s `transfer_cost`). Every request for a line passes
+//! sockets: `crate::machine`'s `transfer_cost`), the atomic included (the
+//! presets' figures are core-to-core compare-and-exchange timings). An
+//! access to a line the CPU holds is a hit: `mem_access` for a load or a
+//! store, the preset's `atomic_hit` for an atomic (x86's locked
+//! instructions drain the store buffer: [`Hits`]). Every request for a line passes
 //! its point of serialization (the home agent or directory slice its address
 //! maps to), which orders it with the line's other requests. The first read of
 //! a version another CPU wrote is an intervention from that CPU's cache (a
@@ -285,11 +289,12 @@ impl Line {
     }
 
     /// Performs `req` on a variable of this line, a line move from CPU `a` to
-    /// CPU `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit `mem`,
-    /// no access coming before `floor` from now on. Returns when the access is
-    /// done and how many moves it caused.
-    fn access(&mut self, req: LineAccess, floor: u64, mem: u64, cost: impl Fn(Option<u32>, u32) -> u64) -> (u64, u64) {
+    /// CPU `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit what
+    /// `hit` says for the access's kind, no access coming before `floor` from
+    /// now on. Returns when the access is done and how many moves it caused.
+    fn access(&mut self, req: LineAccess, floor: u64, hit: Hits, cost: impl Fn(Option<u32>, u32) -> u64) -> (u64, u64) {
         let LineAccess { cpu: me, t: t_in, addr, kind: access } = req;
+        let mem = hit.of(access);
         self.forget(floor);
         // What this access reads or overwrites is the latest write to the
         // variable; an atomic in any order is placed at its own time and
@@ -361,6 +366,29 @@ impl Line {
     }
 }
 
+/// What an access to a line this CPU already holds costs: a load or a plain
+/// store `mem` (an L1 hit; a store retires into the store buffer), an atomic
+/// read-modify-write `atomic` (x86's `LOCK`ed instructions, which drain the
+/// store buffer, take several times a load: the presets' `atomic_hit`). An
+/// access that moves the line costs the move alone: the presets' transfer
+/// figures are core-to-core compare-and-exchange timings, the atomic
+/// included.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hits {
+    pub(crate) mem: u64,
+    pub(crate) atomic: u64,
+}
+
+impl Hits {
+    /// Returns what a hit of `access` costs.
+    fn of(self, access: Access) -> u64 {
+        match access {
+            Access::Rmw | Access::RmwAnyOrder => self.atomic,
+            _ => self.mem,
+        }
+    }
+}
+
 /// Every line touched so far, by address / 64 (looked up, never iterated).
 #[derive(Default)]
 pub(crate) struct Lines {
@@ -409,17 +437,17 @@ pub(crate) struct LineAccess {
 
 impl Lines {
     /// Performs `req` on the line of its variable, a move from CPU `a` to CPU
-    /// `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit `mem`; no
-    /// access of any CPU comes before `floor` from now on. Returns when the
-    /// access is done and how many moves it caused.
+    /// `b` costing `cost(a, b)` (`a` is `None` for memory) and a hit what
+    /// `hit` says; no access of any CPU comes before `floor` from now on.
+    /// Returns when the access is done and how many moves it caused.
     pub(crate) fn access(
         &mut self,
         req: LineAccess,
         floor: u64,
-        mem: u64,
+        hit: Hits,
         cost: impl Fn(Option<u32>, u32) -> u64,
     ) -> (u64, u64) {
-        self.map.entry(req.addr / 64).or_default().access(req, floor, mem, cost)
+        self.map.entry(req.addr / 64).or_default().access(req, floor, hit, cost)
     }
 
     /// Makes `cpu` spin on the line holding `addr` from `since` (`None`: stop).
@@ -473,9 +501,12 @@ impl KLine {
 mod tests {
     use super::*;
 
-    /// One move of a line costs 100 cycles, a hit 4; the floor stays at 0.
+    /// A hit costs 4 cycles, an atomic's too.
+    const HIT: Hits = Hits { mem: 4, atomic: 4 };
+
+    /// One move of a line costs 100 cycles, a hit [`HIT`]; the floor stays at 0.
     fn access(line: &mut Line, cpu: u32, t: u64, var: usize, a: Access) -> u64 {
-        line.access(LineAccess { cpu, t, addr: var, kind: a }, 0, 4, |_, _| 100).0
+        line.access(LineAccess { cpu, t, addr: var, kind: a }, 0, HIT, |_, _| 100).0
     }
 
     /// Returns a line whose variables 0 and 8 CPU 0 wrote at time 0 (visible at 100).
@@ -566,7 +597,7 @@ mod tests {
         let mut line = Line::default();
         for i in 0..200u64 {
             let req = LineAccess { cpu: (i % 2) as u32, t: i * 1000, addr: 0, kind: Access::Rmw };
-            line.access(req, i * 1000, 4, |_, _| 100);
+            line.access(req, i * 1000, HIT, |_, _| 100);
             assert!(line.versions.len() <= 2 && line.moves.len() <= 1, "{i}: {line:?}");
         }
         assert_eq!(line.versions.last().at, 199_100);
@@ -605,7 +636,7 @@ mod tests {
         // at 1000. As an ordered atomic the push would read the take's value
         // and wait for it; pushed in any order it is done one move after 1000.
         let at = |lines: &mut Lines, cpu: u32, t: u64, kind: Access| {
-            lines.access(LineAccess { cpu, t, addr: 8, kind }, 0, 4, |_, _| 100)
+            lines.access(LineAccess { cpu, t, addr: 8, kind }, 0, HIT, |_, _| 100)
         };
         let mut lines = Lines::default();
         at(&mut lines, 1, 10_000, Access::Rmw);
@@ -635,11 +666,29 @@ mod tests {
         // cpu1 writes three variables of a line cpu0 owns: one move, not three.
         let mut line = written_by_cpu0();
         let write = |line: &mut Line, addr| {
-            line.access(LineAccess { cpu: 1, t: 1000, addr, kind: Access::Write }, 0, 4, |_, _| 100)
+            line.access(LineAccess { cpu: 1, t: 1000, addr, kind: Access::Write }, 0, HIT, |_, _| 100)
         };
         let moves: u64 = [0, 8, 16].iter().map(|&v| write(&mut line, v).1).sum();
         assert_eq!(moves, 1);
         assert_eq!(access(&mut line, 2, 1000, 16, Access::Read), 1204, "visible once the line has arrived");
+    }
+
+    #[test]
+    fn an_atomic_on_a_held_line_costs_the_atomics_hit_and_one_that_moves_it_the_move_alone() {
+        let hit = Hits { mem: 4, atomic: 20 };
+        let at = |line: &mut Line, cpu: u32, t: u64, kind: Access| {
+            line.access(LineAccess { cpu, t, addr: 8, kind }, 0, hit, |_, _| 100).0
+        };
+        let mut line = written_by_cpu0();
+        assert_eq!(at(&mut line, 0, 1000, Access::Rmw), 1020, "CPU 0 holds the line: the atomic's latency");
+        assert_eq!(at(&mut line, 0, 2000, Access::RmwAnyOrder), 2020);
+        assert_eq!(at(&mut line, 0, 3000, Access::Read), 3004, "a load is an L1 hit");
+        assert_eq!(at(&mut line, 0, 4000, Access::Write), 4004, "a store retires into the store buffer");
+        assert_eq!(at(&mut line, 1, 5000, Access::Rmw), 5100, "a move: its figure holds the atomic");
+        // A store that moves the line retires at once; an atomic behind it
+        // rides on the move and runs once the line has arrived.
+        assert_eq!(at(&mut line, 0, 6000, Access::Write), 6004);
+        assert_eq!(at(&mut line, 0, 6010, Access::Rmw), 6120);
     }
 
     #[test]

@@ -75,9 +75,10 @@ struct Holds {
 impl Holds {
     /// Holds the lock on `line` for `cpu` from the first gap at or after `t`
     /// long enough for the hold: the lock word's line comes to `cpu` from
-    /// the holder before it (one transfer at their distance, a hit if that was
-    /// `cpu`; from memory the first time), `work` cycles run, and a `release`
-    /// atomic on the line, now `cpu`'s, ends it. Returns when `cpu` goes on.
+    /// the holder before it (one transfer at their distance, or the
+    /// acquiring atomic's hit, `atomic_hit`, if that was `cpu`; from memory
+    /// the first time), `work` cycles run, and a `release` atomic on the
+    /// line, now `cpu`'s, ends it. Returns when `cpu` goes on.
     ///
     /// The lock word is touched by nothing but its holders, so its line's
     /// owner is the previous holder: the timeline of holds is the line's
@@ -87,16 +88,15 @@ impl Holds {
     /// dependent loads come from the previous holder too, each at the lock
     /// word's cost.
     fn hold(&mut self, m: &mut Machine, cpu: usize, t: u64, work: u64, release: bool, data: u32) -> u64 {
-        let mem = m.costs.mem_access;
+        let (mem, atomic) = (m.costs.mem_access, m.costs.lines.atomic_hit);
         let lines = 1 + u64::from(data);
-        let handoff = |from: Option<u32>| {
-            lines
-                * match from {
-                    Some(from) if from as usize == cpu => mem,
-                    from => m.transfer_cost(from.map_or(cpu, |f| f as usize), cpu),
-                }
+        // The lock word's atomic and the data's loads: hits where `cpu` held
+        // the lock last.
+        let handoff = |from: Option<u32>| match from {
+            Some(from) if from as usize == cpu => atomic + (lines - 1) * mem,
+            from => lines * m.transfer_cost(from.map_or(cpu, |f| f as usize), cpu),
         };
-        let tail = work + if release { mem } else { 0 };
+        let tail = work + if release { atomic } else { 0 };
         self.busy.forget(m.floor());
         let (start, from) = self.busy.fit(t, |_, from| handoff(from) + tail);
         let end = start + handoff(from) + tail;
@@ -270,7 +270,7 @@ mod tests {
         let out = lock.hold(&mut m, 0, 1000, 50);
         // The same CPU again: the line is still its own.
         let again = lock.hold(&mut m, 0, out + 10, 50);
-        assert_eq!(again, out + 10 + c.mem_access + 50);
+        assert_eq!(again, out + 10 + c.lines.atomic_hit + 50, "the cmpxchg's hit: a locked atomic");
     }
 
     #[test]
@@ -301,7 +301,7 @@ mod tests {
         assert_eq!(m.counters.line_transfers - moved, 3);
         // cpu1 again: the word and the list are still its own.
         let again = lock.hold_data(&mut m, 1, rel1 + 10, 5000, 2);
-        assert_eq!(again, rel1 + 10 + 3 * c.mem_access + 5000);
+        assert_eq!(again, rel1 + 10 + c.lines.atomic_hit + 2 * c.mem_access + 5000);
         assert_eq!(m.counters.line_transfers - moved, 3);
     }
 
@@ -357,7 +357,7 @@ mod tests {
             for cpu in 0..n {
                 let handoff = if cpu == 0 { m.transfer_cost(0, 0) } else { m.transfer_cost(cpu - 1, cpu) };
                 spin_end += handoff + 1000;
-                mutex_end += handoff + 1000 + c.mem_access;
+                mutex_end += handoff + 1000 + c.lines.atomic_hit;
                 assert_eq!(spin.hold(&mut m, cpu, 10, 1000), spin_end, "spinlock, {n} waiters, cpu{cpu}");
                 assert_eq!(mutex.hold(&mut m, cpu, 10, 1000), mutex_end, "mutex, {n} waiters, cpu{cpu}");
             }
@@ -407,7 +407,7 @@ mod tests {
         // The next handoff still comes from the last holder, cpu7.
         m.set_floor(10_000_000);
         let out = lock.hold(&mut m, 0, 10_000_000, 1000);
-        assert_eq!(out, 10_000_000 + m.transfer_cost(7, 0) + 1000 + m.costs.mem_access);
+        assert_eq!(out, 10_000_000 + m.transfer_cost(7, 0) + 1000 + m.costs.lines.atomic_hit);
     }
 
     /// [`westmere`] and an rwsem whose count is on a line of its own.
@@ -445,9 +445,10 @@ mod tests {
         let got = s.down_read_cmpxchg(&mut m, 1, line, start, true);
         assert_eq!(m.counters.line_transfers - before, 2);
         assert_eq!(got, start + 2 * c.lines.cacheline_transfer);
-        // Its release by a loop that loads first hits twice: the line is its own.
+        // Its release by a loop that loads first hits twice, a load and a
+        // locked exchange: the line is its own.
         let out = s.up_read_cmpxchg(&mut m, 1, line, got + 100);
-        assert_eq!(out, got + 100 + 2 * c.mem_access);
+        assert_eq!(out, got + 100 + c.mem_access + c.lines.atomic_hit);
         // CPU 0 again, by the exchange alone: one move.
         let before = m.counters.line_transfers;
         s.down_read_cmpxchg(&mut m, 0, line, out + 100, false);
@@ -489,12 +490,12 @@ mod tests {
         let mut mutex = Mutex::default();
         // The first hold brings the line from memory; its release is an atomic that hits.
         let rel0 = mutex.hold(&mut m, 0, 0, 1000);
-        assert_eq!(rel0, c.lines.cacheline_transfer + 1000 + c.mem_access);
-        // The same CPU again: every access hits.
+        assert_eq!(rel0, c.lines.cacheline_transfer + 1000 + c.lines.atomic_hit);
+        // The same CPU again: every access hits, each a locked atomic.
         let again = mutex.hold(&mut m, 0, rel0, 1000);
-        assert_eq!(again, rel0 + c.mem_access + 1000 + c.mem_access);
+        assert_eq!(again, rel0 + c.lines.atomic_hit + 1000 + c.lines.atomic_hit);
         // Another CPU waiting since 10 gets it one transfer after the release.
         let rel1 = mutex.hold(&mut m, 1, 10, 1000);
-        assert_eq!(rel1, again + c.lines.cacheline_transfer + 1000 + c.mem_access);
+        assert_eq!(rel1, again + c.lines.cacheline_transfer + 1000 + c.lines.atomic_hit);
     }
 }

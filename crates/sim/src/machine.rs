@@ -119,7 +119,7 @@
 //! it removes. That is why every TLB operation of the engine comes after a
 //! [`Machine::catch_up`] at its time, and every fill carries its time.
 
-use crate::coherence::{KLine, LineAccess, Lines};
+use crate::coherence::{Hits, KLine, LineAccess, Lines};
 pub use crate::cpu::CpuState;
 use crate::holders::{Holders, Still};
 use crate::interconnect::Interconnect;
@@ -593,7 +593,8 @@ impl Machine {
         let (cps, ccx) = (self.cores_per_socket, self.cores_per_ccx);
         let cost = |from: Option<u32>, to: u32| transfer_cost(&c, cps, ccx, from.unwrap_or(to) as usize, to as usize);
         let req = LineAccess { cpu: cpu as u32, t, addr, kind: access };
-        let (done, moves) = self.lines.access(req, self.floor, c.mem_access, cost);
+        let hit = Hits { mem: c.mem_access, atomic: c.lines.atomic_hit };
+        let (done, moves) = self.lines.access(req, self.floor, hit, cost);
         self.counters.line_transfers += moves;
         done
     }
@@ -1434,8 +1435,9 @@ mod tests {
         assert_eq!(first, t + m.transfer_cost(1, 2) + m.transfer_cost(1, 2), "CPU 1's take wrote the head last");
         let second = m.llist_add(3, t, q1);
         assert_eq!(second, first + m.transfer_cost(2, 3));
-        // Alone, a push onto a line this CPU holds costs two hits.
-        assert_eq!(m.llist_add(3, second, q1), second + 2 * c.mem_access);
+        // Alone, a push onto a line this CPU holds costs two hits: a load and
+        // a locked exchange.
+        assert_eq!(m.llist_add(3, second, q1), second + c.mem_access + c.lines.atomic_hit);
     }
 
     #[test]

@@ -188,6 +188,13 @@ pub struct LineCosts {
     /// remote less local). A copy of a page on another node pays it for each
     /// of the page's lines, `mlp` at a time ([`crate::sim::Sim`]'s page work).
     pub mem_remote_extra: u64,
+    /// An atomic read-modify-write on a line this CPU already holds (x86's
+    /// `LOCK`ed instructions and `XCHG` with memory, which drain the store
+    /// buffer; arm64's atomics): charged in place of `mem_access` where an
+    /// atomic hits ([`crate::coherence`]). An atomic that moves the line
+    /// costs the move alone: the transfer figures above are core-to-core
+    /// compare-and-exchange timings, the atomic included.
+    pub atomic_hit: u64,
 }
 
 /// The kernel's own paths (system calls, switches, faults, page work), in cycles.

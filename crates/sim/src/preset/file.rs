@@ -814,7 +814,7 @@ mod tests {
     fn bad_files_are_refused_with_what_to_change() {
         let cases = [
             ("name = \"x\"\nbase = \"milan\"\ncorez = 3\n", "unknown field 'corez' (did you mean 'cores'?); a machine (besides name, base, estimates, [tlb] and [costs_cycles]) takes: description"),
-            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\nipi_delivr = 3\n", "'costs_cycles.ipi_delivr' (did you mean 'ipi_deliver'?); [costs_cycles] takes: cacheline_cross_ccx"),
+            ("name = \"x\"\nbase = \"milan\"\n[costs_cycles]\nipi_delivr = 3\n", "'costs_cycles.ipi_delivr' (did you mean 'ipi_deliver'?); [costs_cycles] takes: atomic_hit, cacheline_cross_ccx"),
             ("name = \"x\"\nbase = \"milan\"\nsockets = 2\n", "a run takes --set sockets=N"),
             ("name = \"x\"\nbase = \"milan\"\ncores = -1\n", "cores: -1 is below 0"),
             ("name = \"x\"\nbase = \"milan\"\ncores = \"many\"\n", "cores: expected a whole number"),

@@ -77,6 +77,7 @@ pub const COST_KINDS: &[CostKind] = &[
             "cacheline_cross_ccx",
             "cacheline_cross_socket",
             "mem_remote_extra",
+            "atomic_hit",
         ],
     },
 ];
