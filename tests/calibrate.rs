@@ -53,6 +53,7 @@ fn calibrate_prints_every_microbenchmark_and_saves_a_profile_host_runs_on() {
             "pipe_rw",
             "pipe_switch",
             "line_pingpong",
+            "atomic_hit",
             "lock_handoff",
             "shootdown"
         ]
@@ -80,7 +81,7 @@ fn calibrate_prints_every_microbenchmark_and_saves_a_profile_host_runs_on() {
     assert_eq!(
         doc["summary"],
         format!(
-            "verdicts: {} reproduced, {} direction-only, {} not-reproduced, {} fitted, of 13 microbenchmarks",
+            "verdicts: {} reproduced, {} direction-only, {} not-reproduced, {} fitted, of 14 microbenchmarks",
             count("reproduced"),
             count("direction-only"),
             count("not-reproduced"),

@@ -107,6 +107,8 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
             pipe_op: 0,
             switch_path: 0,
             cacheline_transfer: 1,
+            // Measured by `atomic_hit`; until then the base preset's.
+            atomic_hit: None,
         },
     };
     profile.validate().map_err(|why| format!("this host cannot be simulated: {why}"))?;

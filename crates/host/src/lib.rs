@@ -1,5 +1,5 @@
 //! The host side of `tlbkit calibrate`: the real machine's topology, and
-//! thirteen microbenchmarks of the costs the simulator's machine model is
+//! fourteen microbenchmarks of the costs the simulator's machine model is
 //! made of, defined so that the simulator can run the same ones.
 //!
 //! `calibrate` runs each microbenchmark here, builds a machine preset from
@@ -56,6 +56,10 @@
 //!   alone in its 64-byte line: `a` waits (spinning on loads) for an even
 //!   value and stores it + 1, `b` the same for odd; ns per pass (one line
 //!   transfer and the spin's detection of it).
+//! - `atomic_hit`: one thread on `a` adds to an `AtomicU64` alone in its
+//!   line (`fetch_add`, sequentially consistent: x86 `LOCK XADD`, arm64
+//!   `LDADDAL` with the LSE atomics), each add's operand from the value the
+//!   last returned; ns per add. An atomic on a line the CPU holds.
 //! - `lock_handoff`: threads on `a` and `b` take a ticket spinlock (FIFO, as
 //!   Linux's queued spinlock is under contention), increment a counter in
 //!   another line, and release, in a loop; ns per acquisition (with both

@@ -67,6 +67,7 @@ quick_tests! {
     pipe_rw_measures: PipeRw,
     pipe_switch_measures: PipeSwitch,
     line_pingpong_measures: LinePingPong,
+    atomic_hit_measures: AtomicHit,
     lock_handoff_measures: LockHandoff,
     shootdown_measures: Shootdown,
 }

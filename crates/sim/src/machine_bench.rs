@@ -9,6 +9,9 @@
 //!   for the other's write and then writing. In the model a pass is an
 //!   atomic by the waiting CPU as soon as the other's is done: the line moves
 //!   to it, one transfer at the CPUs' distance, which completes the write.
+//! - **`atomic_hit`**: one CPU adds to a counter alone in its line, each add
+//!   after the last. In the model the first add brings the line from
+//!   memory (not timed) and each of the rest is an atomic that hits.
 //! - **`lock_handoff`**: two CPUs take a FIFO spinlock in turn and, holding
 //!   it, increment a counter on another line. In the model each acquisition is
 //!   a hold of the queued spinlock asked for as soon as the CPU released its
@@ -46,6 +49,19 @@ pub fn line_pingpong_ns(preset: &Preset, a: usize, b: usize, passes: u64) -> f64
     (t - start) as f64 / preset.freq_ghz / passes.max(1) as f64
 }
 
+/// Returns the model's nanoseconds per atomic add of CPU 0 to a counter
+/// alone in its line, over `adds` adds after the first.
+pub fn atomic_hit_ns(preset: &Preset, adds: u64) -> f64 {
+    let mut m = machine(preset, 0, 0);
+    let line = KLine::MemcgCounter(0);
+    let start = m.katomic(0, 0, line);
+    let mut t = start;
+    for _ in 0..adds {
+        t = m.katomic(0, t, line);
+    }
+    (t - start) as f64 / preset.freq_ghz / adds.max(1) as f64
+}
+
 /// Returns the model's nanoseconds per acquisition of a spinlock that CPUs
 /// `a` and `b` take in turn, `acquisitions` times in all.
 pub fn lock_handoff_ns(preset: &Preset, a: usize, b: usize, acquisitions: u64) -> f64 {
@@ -80,6 +96,16 @@ mod tests {
         let far = line_pingpong_ns(&p, 0, 8, 100);
         let want = (c.lines.cacheline_transfer + c.lines.cacheline_cross_ccx) as f64 / p.freq_ghz;
         assert!((far - want).abs() < 1e-9, "{far} against {want}");
+    }
+
+    #[test]
+    fn an_add_to_a_line_the_cpu_holds_costs_the_presets_atomic_hit() {
+        for name in ["skx8170", "milan", "altra"] {
+            let p = preset::named(name);
+            let ns = atomic_hit_ns(&p, 1000);
+            let want = p.costs.lines.atomic_hit as f64 / p.freq_ghz;
+            assert!((ns - want).abs() < 1e-9, "{name}: {ns} against {want}");
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ fn profile(arch: &str, model: &str) -> HostProfile {
             pipe_op: 380,
             switch_path: 2900,
             cacheline_transfer: 200,
+            atomic_hit: None,
         },
     }
 }

@@ -28,6 +28,8 @@ pub enum Bench {
     PipeSwitch,
     /// A cache line passed between two CPUs.
     LinePingPong,
+    /// An atomic add to a line the CPU holds.
+    AtomicHit,
     /// A ticket spinlock handed between two CPUs.
     LockHandoff,
     /// `mprotect` that must flush another CPU's TLB.
@@ -48,6 +50,7 @@ impl Bench {
         Bench::PipeRw,
         Bench::PipeSwitch,
         Bench::LinePingPong,
+        Bench::AtomicHit,
         Bench::LockHandoff,
         Bench::Shootdown,
     ];
@@ -67,6 +70,7 @@ impl Bench {
             Bench::PipeRw => "pipe_rw",
             Bench::PipeSwitch => "pipe_switch",
             Bench::LinePingPong => "line_pingpong",
+            Bench::AtomicHit => "atomic_hit",
             Bench::LockHandoff => "lock_handoff",
             Bench::Shootdown => "shootdown",
         }
@@ -102,6 +106,7 @@ impl Bench {
                 "one pass of a 1-byte token between two processes on CPU a: a write, a read and a context switch"
             }
             Bench::LinePingPong => "one pass of a cache line from the CPU that wrote it to the other, spinning",
+            Bench::AtomicHit => "one fully ordered atomic add to a counter alone in a line this CPU holds",
             Bench::LockHandoff => "one acquisition of a ticket spinlock that the other CPU released",
             Bench::Shootdown => {
                 "mprotect read-only then read-write of a page that CPU b is reading: the first flushes b's TLB"
@@ -131,7 +136,7 @@ mod tests {
             assert_eq!(Bench::from_name(bench.name()), Some(*bench));
             assert!(Bench::ALL[..i].iter().all(|b| b.name() != bench.name()));
         }
-        assert_eq!(Bench::ALL.len(), 13);
+        assert_eq!(Bench::ALL.len(), 14);
         assert_eq!(Bench::from_name("pagefault"), None);
     }
 

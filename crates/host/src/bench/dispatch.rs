@@ -38,6 +38,7 @@ pub(super) fn measure(bench: Bench, cpus: Cpus, effort: Effort) -> Result<Measur
             Bench::PipeRw => syscall::pipe_rw(effort),
             Bench::PipeSwitch => switch::pipe_switch(effort),
             Bench::LinePingPong => line::line_pingpong(effort, cpus),
+            Bench::AtomicHit => line::atomic_hit(effort),
             Bench::LockHandoff => line::lock_handoff(effort, cpus),
             Bench::Shootdown => shootdown::shootdown(effort, cpus),
         }

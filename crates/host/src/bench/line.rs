@@ -1,5 +1,6 @@
 //! `line_pingpong` and `lock_handoff`: a cache line, and a spinlock in one,
-//! passed between the CPUs `a` and `b`.
+//! passed between the CPUs `a` and `b`; and `atomic_hit`, an atomic on a
+//! line that stays with CPU `a`.
 //!
 //! Every wait spins with `std::hint::spin_loop` (x86 `PAUSE`, arm64 `YIELD`
 //! or `ISB`), as the kernel's `cpu_relax()` spins do; the pause is part of
@@ -57,6 +58,30 @@ pub(super) fn line_pingpong(effort: Effort, cpus: Cpus) -> Result<Measurement, E
             wait_for(&line, end);
             Ok(Trial::per_op((now()? - t0) as f64, ops))
         })
+    })
+}
+
+/// Measures `atomic_hit`: the thread on `a` adds to a counter alone in its
+/// line, each add's operand taken from the value the last one returned, so
+/// that every add waits for the one before; ns per add. A fully ordered
+/// `fetch_add` is x86's `LOCK XADD` and, on arm64, `LDADDAL` where the build
+/// has the LSE atomics (an exclusive-pair loop otherwise): the kernel's
+/// value-returning atomics (`atomic_add_return`, `cmpxchg`), on a line no
+/// other CPU touches.
+pub(super) fn atomic_hit(effort: Effort) -> Result<Measurement, Error> {
+    let line = Line(AtomicU64::new(0));
+    harness::run(Bench::AtomicHit, effort, 1, |ops| {
+        let mut last = 0u64;
+        let t0 = now()?;
+        for _ in 0..ops {
+            // The old value's top bit is 0 for any count a trial reaches, so
+            // each add is of 1; hidden from the compiler, which would
+            // otherwise drop the results it can prove unused.
+            last = line.0.fetch_add(std::hint::black_box(1 | (last >> 63)), Ordering::SeqCst);
+        }
+        let ns = (now()? - t0) as f64;
+        std::hint::black_box(last);
+        Ok(Trial::per_op(ns, ops))
     })
 }
 

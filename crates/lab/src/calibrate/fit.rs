@@ -1,4 +1,4 @@
-//! Fitting the host's costs: each of seven costs from the one microbenchmark
+//! Fitting the host's costs: each of eight costs from the one microbenchmark
 //! that isolates it, in an order in which each fit uses only costs fitted
 //! before it.
 //!
@@ -33,6 +33,7 @@ pub const FITTED: &[Fitted] = &[
     Fitted { bench: "pipe_rw", cost: "pipe_op" },
     Fitted { bench: "pipe_switch", cost: "switch_path" },
     Fitted { bench: "line_pingpong", cost: "cacheline_transfer" },
+    Fitted { bench: "atomic_hit", cost: "atomic_hit" },
 ];
 
 /// The largest cost a fit may give, in cycles: far above any kernel path a
@@ -75,11 +76,11 @@ pub fn fit(mut profile: HostProfile, host: &Figures, all_cpus: usize) -> Result<
                 };
                 let at = |x: f64| -> Result<f64, Error> {
                     let mut p = profile.clone();
-                    *cost_mut(&mut p, cost) = x.round() as u64;
+                    set_cost(&mut p, cost, x.round() as u64);
                     figure(&p)
                 };
                 let x = secant(&at, want)?;
-                *cost_mut(&mut profile, cost) = x.round() as u64;
+                set_cost(&mut profile, cost, x.round() as u64);
             }
         }
     }
@@ -115,15 +116,16 @@ fn secant(at: &dyn Fn(f64) -> Result<f64, Error>, want: f64) -> Result<f64, Erro
     Ok(if (f0 - want).abs() < (f1 - want).abs() { x0 } else { x1 })
 }
 
-/// Returns the fitted cost `name` of `p`.
-fn cost_mut<'a>(p: &'a mut HostProfile, name: &str) -> &'a mut u64 {
+/// Sets the fitted cost `name` of `p` to `x`.
+fn set_cost(p: &mut HostProfile, name: &str, x: u64) {
     let c = &mut p.costs;
     match name {
-        "syscall_body" => &mut c.syscall_body,
-        "fault_path" => &mut c.fault_path,
-        "pipe_op" => &mut c.pipe_op,
-        "switch_path" => &mut c.switch_path,
-        "cacheline_transfer" => &mut c.cacheline_transfer,
+        "syscall_body" => c.syscall_body = x,
+        "fault_path" => c.fault_path = x,
+        "pipe_op" => c.pipe_op = x,
+        "switch_path" => c.switch_path = x,
+        "cacheline_transfer" => c.cacheline_transfer = x,
+        "atomic_hit" => c.atomic_hit = Some(x),
         _ => unreachable!("FITTED names only these costs"),
     }
 }

@@ -1,9 +1,9 @@
 //! `tlbkit calibrate`: the machine model against the machine it runs on.
 //!
-//! The host's side measures thirteen microbenchmarks (the `tlbkit-host`
+//! The host's side measures fourteen microbenchmarks (the `tlbkit-host`
 //! crate); this module takes their figures, fits the few costs the model can
 //! take from them ([`fit`]), builds the host's machine (`--machine host`,
-//! [`tlbkit_sim::preset::host`]), runs the same thirteen in the model and
+//! [`tlbkit_sim::preset::host`]), runs the same fourteen in the model and
 //! sets each beside the host's figure ([`compare`]).
 //!
 //! # Which figures test the model
@@ -136,7 +136,7 @@ pub fn model_figures(preset: &Preset, policy: &str, benches: &[&str], all_cpus: 
 /// Returns the model's figure of `bench` on `preset` and, for a simulator
 /// run, its command.
 fn model_figure(preset: &Preset, policy: &str, bench: &str, all_cpus: usize) -> Result<(f64, Option<String>), Error> {
-    use tlbkit_sim::machine_bench::{line_pingpong_ns, lock_handoff_ns};
+    use tlbkit_sim::machine_bench::{atomic_hit_ns, line_pingpong_ns, lock_handoff_ns};
     use tlbkit_sim::sim::zeroing_gbs;
     let per_package = preset.cores_per_socket.max(1);
     Ok(match bench {
@@ -150,6 +150,7 @@ fn model_figure(preset: &Preset, policy: &str, bench: &str, all_cpus: usize) -> 
             (gbs, None)
         }
         "line_pingpong" => (line_pingpong_ns(preset, 0, 1, 1000), None),
+        "atomic_hit" => (atomic_hit_ns(preset, 1000), None),
         "lock_handoff" => (lock_handoff_ns(preset, 0, 1, 1000), None),
         _ => {
             let n = microbench::number(bench).ok_or_else(|| Error::UnknownMicrobench { name: bench.to_string() })?;

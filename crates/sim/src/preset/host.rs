@@ -75,6 +75,11 @@ pub struct HostCosts {
     pub switch_path: u64,
     /// `Costs::cacheline_transfer`, from `line_pingpong`.
     pub cacheline_transfer: u64,
+    /// `Costs::atomic_hit`, from `atomic_hit`; `None` in a profile saved
+    /// before that microbenchmark existed, whose host keeps its base
+    /// preset's figure.
+    #[serde(default)]
+    pub atomic_hit: Option<u64>,
 }
 
 /// Why a host profile could not be used.
@@ -180,6 +185,9 @@ pub fn preset(p: &HostProfile) -> Result<Preset, ProfileError> {
     costs.kernel.pipe_op = h.pipe_op;
     costs.kernel.switch_path = h.switch_path;
     costs.lines.cacheline_transfer = h.cacheline_transfer.max(1);
+    if let Some(atomic) = h.atomic_hit {
+        costs.lines.atomic_hit = atomic;
+    }
     if base.arch == Arch::X86_64 && !p.broadcast_tlbi {
         // Without INVLPGB remote CPUs are reached by IPI only: the broadcast
         // fields are those of every x86 machine without it.
@@ -187,8 +195,9 @@ pub fn preset(p: &HostProfile) -> Result<Preset, ProfileError> {
         costs = Costs { dvm: x.dvm, dsb: x.dsb, ..costs };
     }
     let measured = ["syscall_body", "page_copy", "fault_path", "pipe_op", "switch_path", "cacheline_transfer"];
+    let atomic = h.atomic_hit.map(|_| "atomic_hit");
     let mut sources = base.sources.clone();
-    for k in measured {
+    for k in measured.into_iter().chain(atomic) {
         sources.insert(format!("costs_cycles.{k}"), format!("measured by tlbkit calibrate on {}", p.hostname));
     }
     for k in ["freq_ghz", "cores_per_socket", "cores_per_ccx", "cores", "numa", "kernel", "mem_bw_gbs"] {
@@ -287,6 +296,7 @@ mod tests {
                 pipe_op: 444,
                 switch_path: 555,
                 cacheline_transfer: 66,
+                atomic_hit: Some(7),
             },
         }
     }
@@ -309,9 +319,10 @@ mod tests {
                 c.kernel.fault_path,
                 c.kernel.pipe_op,
                 c.kernel.switch_path,
-                c.lines.cacheline_transfer
+                c.lines.cacheline_transfer,
+                c.lines.atomic_hit
             ),
-            (111, 222, 333, 444, 555, 66)
+            (111, 222, 333, 444, 555, 66, 7)
         );
         assert_eq!(c.ipi.ipi_deliver, crate::preset::named("milan").costs.ipi.ipi_deliver);
         assert_eq!(p.mem_bw_gbs, 9.5);
