@@ -294,7 +294,8 @@ impl Line {
     /// now on. Returns when the access is done and how many moves it caused.
     fn access(&mut self, req: LineAccess, floor: u64, hit: Hits, cost: impl Fn(Option<u32>, u32) -> u64) -> (u64, u64) {
         let LineAccess { cpu: me, t: t_in, addr, kind: access } = req;
-        let mem = hit.of(access);
+        // What this access costs where the line is this CPU's.
+        let hit = hit.of(access);
         self.forget(floor);
         // What this access reads or overwrites is the latest write to the
         // variable; an atomic in any order is placed at its own time and
@@ -311,14 +312,14 @@ impl Line {
                 let v = self.version_at(t);
                 let version = &self.versions[v];
                 if version.writer == Some(me) || version.readers.iter().any(|&(r, at)| r == me && at <= t) {
-                    return (t + mem, 0);
+                    return (t + hit, 0);
                 }
                 if version.writer.is_some() && version.readers.is_empty() {
                     // An intervention from the writer's cache: the line's turn.
                     let (start, end) = self.next_move(t, me, &cost);
                     let v = self.version_at(start);
                     if self.versions[v].writer == Some(me) {
-                        return (start + mem, 0);
+                        return (start + hit, 0);
                     }
                     self.moves.insert(start, end, ());
                     self.versions[v].readers.push((me, end));
@@ -332,17 +333,17 @@ impl Line {
                 let store = access == Access::Write;
                 // Behind a move to this CPU already under way, the access rides on it.
                 if let Some(end) = self.moving_to(me, t) {
-                    self.set_visible(var, end + mem);
-                    return (if store { t_in } else { end } + mem, 0);
+                    self.set_visible(var, end + hit);
+                    return (if store { t_in } else { end } + hit, 0);
                 }
                 let version = &self.versions[self.version_at(t)];
                 if moving.is_none()
                     && version.writer == Some(me)
                     && version.readers.iter().all(|&(r, at)| r == me || at > t)
                 {
-                    self.set_visible(var, t + mem);
+                    self.set_visible(var, t + hit);
                     // A plain store retires into the store buffer without waiting.
-                    return (if store { t_in } else { t } + mem, 0);
+                    return (if store { t_in } else { t } + hit, 0);
                 }
                 let (start, end) = self.next_move(t, me, &cost);
                 self.moves.insert(start, end, ());
@@ -360,7 +361,7 @@ impl Line {
                 }
                 // A plain store retires into the store buffer: the writer goes on
                 // while the line moves, and readers of the variable wait for it.
-                (if store { t_in + mem } else { end }, moves)
+                (if store { t_in + hit } else { end }, moves)
             }
         }
     }
