@@ -194,9 +194,11 @@ pub fn calibrate(a: CalibrateArgs) -> Result<u8, CliError> {
     }
     print!("{}", t.render());
     println!("{}", calibrate::summary(&rows));
+    // Not measured this time (`--only` left it out): the base preset's.
+    let atomic = profile.costs.atomic_hit.map_or_else(|| "the base's".into(), |c| c.to_string());
     println!(
         "fitted costs (cycles at {:.2} GHz): syscall_body {}, page_copy {}, fault_path {}, pipe_op {}, switch_path \
-         {}, cacheline_transfer {}; mem_bw_gbs {:.1}",
+         {}, cacheline_transfer {}, atomic_hit {atomic}; mem_bw_gbs {:.1}",
         profile.freq_ghz,
         profile.costs.syscall_body,
         profile.costs.page_copy,
