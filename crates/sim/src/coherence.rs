@@ -9,7 +9,8 @@
 //! requester (`cacheline_transfer` inside an L3 domain, `cacheline_cross_ccx`
 //! more between the domains of a socket, `cacheline_cross_socket` more across
 //! sockets: `crate::machine`'s `transfer_cost`), the atomic included (the
-//! presets' figures are core-to-core compare-and-exchange timings). An
+//! presets' figures are core-to-core timings of a line passed by atomics,
+//! most of them compare-and-exchange round trips). An
 //! access to a line the CPU holds is a hit: `mem_access` for a load or a
 //! store, the preset's `atomic_hit` for an atomic (x86's locked
 //! instructions drain the store buffer: [`Hits`]). Every request for a line passes
@@ -372,8 +373,8 @@ impl Line {
 /// read-modify-write `atomic` (x86's `LOCK`ed instructions, which drain the
 /// store buffer, take several times a load: the presets' `atomic_hit`). An
 /// access that moves the line costs the move alone: the presets' transfer
-/// figures are core-to-core compare-and-exchange timings, the atomic
-/// included.
+/// figures are core-to-core timings of a line passed by atomics (most of
+/// them compare-and-exchange round trips), the atomic included.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hits {
     pub(crate) mem: u64,

@@ -193,7 +193,8 @@ pub struct LineCosts {
     /// buffer; arm64's atomics): charged in place of `mem_access` where an
     /// atomic hits ([`crate::coherence`]). An atomic that moves the line
     /// costs the move alone: the transfer figures above are core-to-core
-    /// compare-and-exchange timings, the atomic included.
+    /// timings of a line passed by atomics, most of them compare-and-exchange
+    /// round trips, the atomic included.
     pub atomic_hit: u64,
 }
 
