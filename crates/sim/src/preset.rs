@@ -55,7 +55,9 @@ pub struct Costs {
     pub dsb: u64,
     /// `ISB`.
     pub isb: u64,
-    /// A full memory barrier between ordinary accesses.
+    /// A full memory barrier between ordinary accesses: arm64's `DMB ISH`,
+    /// x86's `MFENCE` (the kernel's `smp_mb()` before Linux v4.15; from
+    /// v4.15 a locked add, which costs `atomic_hit`: [`Preset::smp_mb_cost`]).
     pub full_barrier: u64,
     /// Writing the translation root (`MSR TTBR0_EL1`, `MOV CR3` with NOFLUSH), without the ISB.
     pub root_write: u64,
@@ -427,6 +429,17 @@ impl Kernel {
         matches!(self, Kernel::Linux(..))
     }
 
+    /// Returns whether the kernel's full barrier on x86-64, `smp_mb()`, is a
+    /// locked add to the stack (`lock; addl $0,-4(%rsp)`: Linux v4.15 on,
+    /// 450cbdd0125c, "locking/x86: Use LOCK ADD for smp_mb() instead of
+    /// MFENCE"), which costs an atomic that hits ([`LineCosts::atomic_hit`]);
+    /// before it `MFENCE` (a v4.14 tree's `__smp_mb()` is `mb()`), the
+    /// preset's `full_barrier`. No FreeBSD policy issues a full barrier on
+    /// x86: `false`.
+    pub fn smp_mb_is_locked_add(self) -> bool {
+        self.linux_from(4, 15)
+    }
+
     /// Returns whether a read fault in a file mapping also maps the cached
     /// pages of its 16-page window (`do_fault_around`, `filemap_map_pages`:
     /// Linux v3.15, "mm: introduce vm_ops->map_pages()"). FreeBSD's
@@ -680,6 +693,24 @@ impl Preset {
     pub fn has_broadcast_tlbi(&self) -> bool {
         self.arch == Arch::Arm64 || self.costs.dvm.dvm_hop > 0
     }
+
+    /// Returns what the kernel's full barrier (`smp_mb()`, [`Costs::full_barrier`]
+    /// where a policy asks for one) costs on this machine: an x86-64 Linux
+    /// from v4.15 runs a locked add ([`Kernel::smp_mb_is_locked_add`]), an
+    /// atomic that hits; otherwise the preset's `full_barrier` (`MFENCE`,
+    /// arm64's `DMB ISH`).
+    pub fn smp_mb_cost(&self) -> u64 {
+        match self.arch == Arch::X86_64 && self.kernel.smp_mb_is_locked_add() {
+            true => self.costs.lines.atomic_hit,
+            false => self.costs.full_barrier,
+        }
+    }
+
+    /// Returns the costs the simulator's machine charges: the preset's, with
+    /// a policy's full barrier the kernel's `smp_mb()` ([`Preset::smp_mb_cost`]).
+    pub fn machine_costs(&self) -> Costs {
+        Costs { full_barrier: self.smp_mb_cost(), ..self.costs }
+    }
 }
 
 /// The built-in presets, read once from the files compiled in.
@@ -875,5 +906,18 @@ mod tests {
         assert!(!p.has_broadcast_tlbi());
         // No INVPCID: a whole-PCID flush is a flushing CR3 write.
         assert_eq!(p.costs.local.tlbi_local_asid, p.costs.root_write + p.costs.root_write_flush);
+    }
+
+    #[test]
+    fn an_x86_linux_from_v4_15_runs_smp_mb_as_a_locked_add_and_earlier_ones_as_mfence() {
+        let mut p = named("skx8170");
+        assert_eq!(p.kernel, Kernel::Linux(5, 10));
+        assert_eq!(p.smp_mb_cost(), p.costs.lines.atomic_hit);
+        assert_ne!(p.costs.lines.atomic_hit, p.costs.full_barrier);
+        p.kernel = Kernel::Linux(4, 14);
+        assert_eq!(p.smp_mb_cost(), p.costs.full_barrier, "MFENCE before v4.15");
+        // arm64's smp_mb() is DMB ISH, whatever the release.
+        let a = named("altra");
+        assert_eq!(a.smp_mb_cost(), a.costs.full_barrier);
     }
 }

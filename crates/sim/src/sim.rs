@@ -588,7 +588,7 @@ impl Sim {
         let n = cfg.ncpus;
         let cpus = (0..n).map(|_| Tlb::new(g.l1d_entries, g.l2_entries, g.l2_ways, g.pwc_entries));
         let noise = if cfg.noise { Noise::from_seed(cfg.seed) } else { Noise::off() };
-        let m = Machine::new(cfg.preset.costs, cpus.collect(), cfg.preset.cores_per_socket)
+        let m = Machine::new(cfg.preset.machine_costs(), cpus.collect(), cfg.preset.cores_per_socket)
             .with_ccx(cfg.preset.cores_per_ccx)
             .with_clock(cfg.preset.freq_ghz)
             .with_noise(noise);

@@ -61,7 +61,7 @@ impl Smt {
         }
         let share_1024 = ((preset.threads.share * 1024.0).round() as u64).clamp(1, 1024);
         let stretch = |c: u64| (c * 1024).div_ceil(share_1024);
-        let alone = preset.costs;
+        let alone = preset.machine_costs();
         let mut shared = alone;
         shared.exception_entry = stretch(alone.exception_entry);
         shared.exception_exit = stretch(alone.exception_exit);

@@ -49,6 +49,25 @@ fn freed_table(sim: &mut Sim) -> TableRef {
 }
 
 #[test]
+fn a_policys_full_barrier_costs_what_the_kernels_smp_mb_runs() {
+    // milan runs v6.15: smp_mb() is a locked add, an atomic that hits.
+    let p = preset::named("milan");
+    let sim = Sim::new(SimConfig::quiet(p.clone(), 1, 1), LinuxX86::new(1, 4, true));
+    assert_eq!(sim.m.costs.full_barrier, p.costs.lines.atomic_hit);
+    // haswell2s runs v4.10: MFENCE, the preset's full_barrier.
+    let p = preset::named("haswell2s");
+    let sim = Sim::new(SimConfig::quiet(p.clone(), 1, 1), LinuxX86::new(1, 4, true));
+    assert_eq!(sim.m.costs.full_barrier, p.costs.full_barrier);
+    // A core's threads sharing it charge the same barrier (their costs
+    // stretched from the machine's, not the preset's).
+    let p = preset::named("icx8336c");
+    let mut smt = smt::Smt::of(&p, None).expect("two threads a core");
+    for shared in [false, true] {
+        assert_eq!(smt.begin(shared).full_barrier, p.costs.lines.atomic_hit);
+    }
+}
+
+#[test]
 fn a_lazy_cpus_walk_through_a_freed_table_page_is_a_violation() {
     let mut sim = lazy_cpu0();
     let (asid, now) = (sim.m.cpus[0].asid, sim.end);
