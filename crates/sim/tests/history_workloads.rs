@@ -115,6 +115,27 @@ fn the_dontneed_loop_flushes_every_cpu_running_the_mm_each_iteration() {
 }
 
 #[test]
+fn with_one_flusher_the_dontneed_loops_spinners_take_every_flush_and_send_none() {
+    let n = 4;
+    let one = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "flushers=1"]);
+    let half = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=10", "flushers=1"]);
+    // Each of the leader's flushes reaches the three spinners, which run from
+    // before its first iteration to after its last and flush nothing (the
+    // rest, the same in both runs, is the process's exit).
+    assert_eq!(one.metrics.ipi.ipis_sent - half.metrics.ipi.ipis_sent, 10 * (n as u64 - 1));
+    assert!(half.metrics.ipi.ipis_sent >= 10 * (n as u64 - 1));
+    // The iteration is the leader's alone: dearer than with no other thread,
+    // cheaper than when every thread also takes the others' flushes.
+    let alone = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "threads=1"]);
+    let all = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20"]);
+    let (a, o, e) = (alone.result["iter_ns"], one.result["iter_ns"], all.result["iter_ns"]);
+    assert!(a < o && o < e, "alone {a} ns, one flusher {o} ns, every thread {e} ns");
+    // `flushers` at or past `threads` is every thread.
+    let same = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "flushers=4"]);
+    assert_eq!(same.result["iter_ns"], e);
+}
+
+#[test]
 fn lru_file_mmap_read_reclaims_mapped_page_cache_with_batched_flushes() {
     let sets = ["mem_mb=1", "file_mb=4"];
     let out = strict("skx8170", 4, "x86-linux-pcid", "lru_file_mmap_read", &sets);

@@ -97,22 +97,46 @@ pub const DEF: WorkloadDef = WorkloadDef::new(
 /// microsecond at 2 to 3 GHz).
 const SPIN: u64 = 2500;
 /// Cycles of one poll of the spinners' count by the main thread (untimed).
-const POLL: u64 = 1000;
+pub(super) const POLL: u64 = 1000;
 
 /// What the threads share.
-struct Shared {
+pub(super) struct Shared {
     /// Spinners that have started.
     started: Cell<u64>,
     /// Set when the main thread is done: the spinners exit.
     done: Cell<bool>,
 }
 
+impl Shared {
+    /// No spinner started, not done.
+    pub(super) fn new() -> Rc<Self> {
+        Rc::new(Shared { started: Cell::new(0), done: Cell::new(false) })
+    }
+
+    /// How many spinners have started.
+    pub(super) fn started(&self) -> u64 {
+        self.started.get()
+    }
+
+    /// Tells the spinners to exit at their next step.
+    pub(super) fn end(&self) {
+        self.done.set(true);
+    }
+}
+
 /// A thread bound to its CPU, reading one page of its own until the end.
-struct Spinner {
+pub(super) struct Spinner {
     shared: Rc<Shared>,
     page: u64,
     started: bool,
     read: bool,
+}
+
+impl Spinner {
+    /// A spinner reading `page` (mapped and written by its process) until `shared` ends.
+    pub(super) fn new(shared: Rc<Shared>, page: u64) -> Self {
+        Spinner { shared, page, started: false, read: false }
+    }
 }
 
 impl Program for Spinner {
@@ -165,23 +189,18 @@ impl Program for Main {
             4 => {
                 self.va = ret;
                 for k in 0..self.spinners {
-                    let s = Spinner {
-                        shared: self.shared.clone(),
-                        page: self.spin_va + k * 4096,
-                        started: false,
-                        read: false,
-                    };
+                    let s = Spinner::new(self.shared.clone(), self.spin_va + k * 4096);
                     self.queue.push(Op::Sys(Sys::CloneOn(k as usize + 1, Box::new(s))));
                 }
                 return self.queue.pop().unwrap_or(Op::Compute(0));
             }
             _ => {}
         }
-        if self.shared.started.get() < self.spinners {
+        if self.shared.started() < self.spinners {
             return Op::Compute(POLL);
         }
         if self.iter == self.iters + 1 {
-            self.shared.done.set(true);
+            self.shared.end();
             return Op::Exit;
         }
         let (va, pages) = (self.va, self.pages);
@@ -213,7 +232,7 @@ fn spinners(p: &Params, cpus: usize) -> u64 {
 /// Starts the process.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let main = Main {
-        shared: Rc::new(Shared { started: Cell::new(0), done: Cell::new(false) }),
+        shared: Shared::new(),
         pages: PAGES.of(p),
         iters: ITERS.of(p),
         spinners: spinners(p, sim.cfg.ncpus),

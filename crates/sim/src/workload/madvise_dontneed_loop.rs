@@ -13,6 +13,13 @@
 //! iteration is the thread's time over its iterations divided by their
 //! number, averaged over the threads.
 //!
+//! With `flushers` below `threads`, only the first `flushers` threads run
+//! the loop and the others spin in user space in the same address space, so
+//! that every flush reaches their CPUs while they send none: the shape of
+//! the microbenchmark in Nadav Amit's concurrent-flush series ("MADV_DONTNEED/touch
+//! for a single page on one thread", n_threads in all, "2 thread (a single
+//! remote TLB flush target)", `<20190525082203.6531-1-namit@vmware.com>`).
+//!
 //! It is the core of will-it-scale's `tlb_flush2` (`workload/will_it_scale_tlb_flush2.rs`)
 //! without its `mmap` and `munmap` of 1 MiB and its read, and differs from
 //! `madvise_bench` with `chunk_kb=4`: that one is single-threaded and advises
@@ -25,22 +32,30 @@
 //! and writes its page, then waits on a gate (a pipe) that the leader opens
 //! once it has cloned them all; the leader is the last thread itself. Each
 //! thread records its start after the gate and its end after its last store.
+//! Threads `flushers` and up (counting the leader as 0) are spinners: after
+//! the gate each reads its page and computes for about a microsecond in turn
+//! (`flush_range`'s spinner loop, an estimate of a busy user loop) until every
+//! flusher has ended; with spinners the leader starts its loop only once
+//! every spinner runs, so that every timed flush finds them.
 //! Each page is its own mapping (its own VMA): under per-VMA locks the faults
 //! share no lock word (`--set vma_locks`).
 //!
 //! Results: `iter_cycles`, cycles of one iteration (the `madvise` system call
-//! and the store with its fault), mean over the threads; `iter_ns`, the same
-//! in nanoseconds.
+//! and the store with its fault), mean over the flushing threads; `iter_ns`,
+//! the same in nanoseconds.
 //!
 //! What stays different: the threads' pages are one page apart in separate
 //! VMAs; a real `malloc`'d page may share a VMA (and its lock) with the
 //! others'.
 
+use super::flush_range::{Shared, Spinner, POLL};
 use super::{params, Params, WorkloadDef};
 use crate::error::Error;
 use crate::program::{Op, Program, Sys};
 use crate::sim::Sim;
+use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 params! {
     PARAMS;
@@ -48,6 +63,9 @@ params! {
         "threads of the one process (0: one per CPU)";
     ITERS: Count("iters", 200, 1..=1_000_000)
         "iterations of each thread";
+    FLUSHERS: Count("flushers", 0, 0..=4096)
+        "threads that run the loop, the leader first (0, or threads or more: every thread); the others spin in user \
+         space until the last flusher ends";
 }
 
 /// The workload's registration.
@@ -63,6 +81,20 @@ pub const DEF: WorkloadDef = WorkloadDef::new(
     |_, _, _| 8,
 );
 
+/// What a thread does after the gate.
+enum Role {
+    /// Runs the loop; with spinners, `Some`: the crew to tell when it ends.
+    Flusher(Option<Rc<Crew>>),
+    /// Spins until the crew's flushers have ended (set once the gate opens).
+    Spinner(Rc<Crew>, Option<Spinner>),
+}
+
+/// The spinners' shared state and the flushers still running.
+struct Crew {
+    shared: Rc<Shared>,
+    flushers_left: Cell<u64>,
+}
+
 /// One thread's loop.
 struct Looper {
     /// The gate to wait on (`None`: the leader's own loop, which starts at once).
@@ -70,14 +102,15 @@ struct Looper {
     iters: u64,
     page: u64,
     done: u64,
+    role: Role,
     /// Where in the thread: 0 map, 1 first write, 2 gate, 3 start, 4 madvise,
     /// 5 store, 6 end, 7 exit.
     step: u8,
 }
 
 impl Looper {
-    fn new(gate: Option<u32>, iters: u64) -> Self {
-        Looper { gate, iters, page: 0, done: 0, step: 0 }
+    fn new(gate: Option<u32>, iters: u64, role: Role) -> Self {
+        Looper { gate, iters, page: 0, done: 0, role, step: 0 }
     }
 }
 
@@ -101,6 +134,10 @@ impl Program for Looper {
                     }
                 }
                 3 => {
+                    if let Role::Spinner(crew, spin) = &mut self.role {
+                        let page = self.page;
+                        return spin.get_or_insert_with(|| Spinner::new(crew.shared.clone(), page)).next(ret);
+                    }
                     self.step = 4;
                     return Op::Mark("start");
                 }
@@ -119,6 +156,12 @@ impl Program for Looper {
                 }
                 6 => {
                     self.step = 7;
+                    if let Role::Flusher(Some(crew)) = &self.role {
+                        crew.flushers_left.set(crew.flushers_left.get() - 1);
+                        if crew.flushers_left.get() == 0 {
+                            crew.shared.end();
+                        }
+                    }
                     return Op::Mark("end");
                 }
                 _ => return Op::Exit,
@@ -128,7 +171,7 @@ impl Program for Looper {
 }
 
 /// The leader: makes the gate, clones the other threads, opens the gate once
-/// per thread, then runs its own loop.
+/// per thread, waits for the spinners if any, then runs its own loop.
 struct Leader {
     threads: u64,
     cpus: usize,
@@ -137,7 +180,20 @@ struct Leader {
     started: bool,
     cloned: u64,
     opened: u64,
+    /// With spinners, their crew and how many there are.
+    crew: Option<(Rc<Crew>, u64)>,
     own: Option<Looper>,
+}
+
+impl Leader {
+    /// The role of thread `i` (the leader is 0).
+    fn role(&self, i: u64) -> Role {
+        match &self.crew {
+            Some((crew, spinners)) if i >= self.threads - spinners => Role::Spinner(crew.clone(), None),
+            Some((crew, _)) => Role::Flusher(Some(crew.clone())),
+            None => Role::Flusher(None),
+        }
+    }
 }
 
 impl Program for Leader {
@@ -155,30 +211,50 @@ impl Program for Leader {
         let others = self.threads - 1;
         if self.cloned < others {
             self.cloned += 1;
-            let l = Looper::new(Some(self.gate), self.iters);
+            let l = Looper::new(Some(self.gate), self.iters, self.role(self.cloned));
             return Op::Sys(Sys::CloneOn(self.cloned as usize % self.cpus, Box::new(l)));
         }
         if self.opened < others {
             self.opened += 1;
             return Op::Sys(Sys::PipeWrite(self.gate));
         }
-        let mut l = Looper::new(None, self.iters);
+        if let Some((crew, spinners)) = &self.crew {
+            if crew.shared.started() < *spinners {
+                return Op::Compute(POLL);
+            }
+        }
+        let mut l = Looper::new(None, self.iters, self.role(0));
         let op = l.next(0);
         self.own = Some(l);
         op
     }
 }
 
+/// The threads that run the loop (`flushers`, 0 or past `threads`: all).
+fn flushers(p: &Params, threads: u64) -> u64 {
+    match FLUSHERS.of(p) {
+        0 => threads,
+        n => n.min(threads),
+    }
+}
+
 /// Starts the process.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
+    let threads = THREADS.or_cpus(p, sim.cfg.ncpus);
+    let flushers = flushers(p, threads);
+    let crew = (flushers < threads).then(|| {
+        let crew = Crew { shared: Shared::new(), flushers_left: Cell::new(flushers) };
+        (Rc::new(crew), threads - flushers)
+    });
     let l = Leader {
-        threads: THREADS.or_cpus(p, sim.cfg.ncpus),
+        threads,
         cpus: sim.cfg.ncpus.max(1),
         iters: ITERS.of(p),
         gate: 0,
         started: false,
         cloned: 0,
         opened: 0,
+        crew,
         own: None,
     };
     sim.spawn(Box::new(l))?;
@@ -187,15 +263,15 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 
 /// Returns `iter_cycles` and `iter_ns` (module documentation).
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
-    let threads = THREADS.or_cpus(p, sim.cfg.ncpus);
+    let flushers = flushers(p, THREADS.or_cpus(p, sim.cfg.ncpus));
     let (starts, ends) = (super::mark_times(sim, "start"), super::mark_times(sim, "end"));
-    if ends.len() as u64 != threads || starts.len() != ends.len() {
-        return Err(super::unmeasured(DEF.name, format!("{} of {threads} threads finished", ends.len())));
+    if ends.len() as u64 != flushers || starts.len() != ends.len() {
+        return Err(super::unmeasured(DEF.name, format!("{} of {flushers} flushing threads finished", ends.len())));
     }
-    // One start and one end per thread: the sums' difference is the sum of
-    // the threads' times.
+    // One start and one end per flushing thread: the sums' difference is the
+    // sum of their times.
     let busy = ends.iter().sum::<u64>().saturating_sub(starts.iter().sum::<u64>());
-    let cycles = busy as f64 / (threads * ITERS.of(p)) as f64;
+    let cycles = busy as f64 / (flushers * ITERS.of(p)) as f64;
     let mut r = BTreeMap::new();
     r.insert("iter_cycles".to_string(), cycles);
     r.insert("iter_ns".to_string(), cycles / sim.ghz());
