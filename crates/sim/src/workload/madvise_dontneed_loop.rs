@@ -35,8 +35,8 @@
 //! Threads `flushers` and up (counting the leader as 0) are spinners: after
 //! the gate each reads its page and computes for about a microsecond in turn
 //! (`flush_range`'s spinner loop, an estimate of a busy user loop) until every
-//! flusher has ended; with spinners the leader starts its loop only once
-//! every spinner runs, so that every timed flush finds them.
+//! flusher has ended; a flusher starts its loop only once every spinner
+//! runs, so that every timed flush finds them.
 //! Each page is its own mapping (its own VMA): under per-VMA locks the faults
 //! share no lock word (`--set vma_locks`).
 //!
@@ -89,9 +89,10 @@ enum Role {
     Spinner(Rc<Crew>, Option<Spinner>),
 }
 
-/// The spinners' shared state and the flushers still running.
+/// The spinners' shared state, how many there are, and the flushers still running.
 struct Crew {
     shared: Rc<Shared>,
+    spinners: u64,
     flushers_left: Cell<u64>,
 }
 
@@ -134,9 +135,16 @@ impl Program for Looper {
                     }
                 }
                 3 => {
-                    if let Role::Spinner(crew, spin) = &mut self.role {
-                        let page = self.page;
-                        return spin.get_or_insert_with(|| Spinner::new(crew.shared.clone(), page)).next(ret);
+                    match &mut self.role {
+                        Role::Spinner(crew, spin) => {
+                            let page = self.page;
+                            return spin.get_or_insert_with(|| Spinner::new(crew.shared.clone(), page)).next(ret);
+                        }
+                        // A flusher starts once every spinner runs.
+                        Role::Flusher(Some(crew)) if crew.shared.started() < crew.spinners => {
+                            return Op::Compute(POLL);
+                        }
+                        Role::Flusher(_) => {}
                     }
                     self.step = 4;
                     return Op::Mark("start");
@@ -171,7 +179,7 @@ impl Program for Looper {
 }
 
 /// The leader: makes the gate, clones the other threads, opens the gate once
-/// per thread, waits for the spinners if any, then runs its own loop.
+/// per thread, then runs its own loop.
 struct Leader {
     threads: u64,
     cpus: usize,
@@ -180,8 +188,8 @@ struct Leader {
     started: bool,
     cloned: u64,
     opened: u64,
-    /// With spinners, their crew and how many there are.
-    crew: Option<(Rc<Crew>, u64)>,
+    /// With spinners, their crew.
+    crew: Option<Rc<Crew>>,
     own: Option<Looper>,
 }
 
@@ -189,8 +197,8 @@ impl Leader {
     /// The role of thread `i` (the leader is 0).
     fn role(&self, i: u64) -> Role {
         match &self.crew {
-            Some((crew, spinners)) if i >= self.threads - spinners => Role::Spinner(crew.clone(), None),
-            Some((crew, _)) => Role::Flusher(Some(crew.clone())),
+            Some(crew) if i >= self.threads - crew.spinners => Role::Spinner(crew.clone(), None),
+            Some(crew) => Role::Flusher(Some(crew.clone())),
             None => Role::Flusher(None),
         }
     }
@@ -218,11 +226,6 @@ impl Program for Leader {
             self.opened += 1;
             return Op::Sys(Sys::PipeWrite(self.gate));
         }
-        if let Some((crew, spinners)) = &self.crew {
-            if crew.shared.started() < *spinners {
-                return Op::Compute(POLL);
-            }
-        }
         let mut l = Looper::new(None, self.iters, self.role(0));
         let op = l.next(0);
         self.own = Some(l);
@@ -243,8 +246,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let threads = THREADS.or_cpus(p, sim.cfg.ncpus);
     let flushers = flushers(p, threads);
     let crew = (flushers < threads).then(|| {
-        let crew = Crew { shared: Shared::new(), flushers_left: Cell::new(flushers) };
-        (Rc::new(crew), threads - flushers)
+        Rc::new(Crew { shared: Shared::new(), spinners: threads - flushers, flushers_left: Cell::new(flushers) })
     });
     let l = Leader {
         threads,
