@@ -115,7 +115,7 @@ fn the_dontneed_loop_flushes_every_cpu_running_the_mm_each_iteration() {
 }
 
 #[test]
-fn with_one_flusher_the_dontneed_loops_spinners_take_every_flush_and_send_none() {
+fn with_fewer_flushers_than_threads_the_dontneed_loops_spinners_take_every_flush_and_send_none() {
     let n = 4;
     let one = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "flushers=1"]);
     let half = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=10", "flushers=1"]);
@@ -130,6 +130,10 @@ fn with_one_flusher_the_dontneed_loops_spinners_take_every_flush_and_send_none()
     let all = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20"]);
     let (a, o, e) = (alone.result["iter_ns"], one.result["iter_ns"], all.result["iter_ns"]);
     assert!(a < o && o < e, "alone {a} ns, one flusher {o} ns, every thread {e} ns");
+    // Two flushers: each one's flushes reach the other and the two spinners.
+    let two = |iters: &str| strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &[iters, "flushers=2"]);
+    let (two20, two10) = (two("iters=20"), two("iters=10"));
+    assert_eq!(two20.metrics.ipi.ipis_sent - two10.metrics.ipi.ipis_sent, 2 * 10 * (n as u64 - 1));
     // `flushers` at or past `threads` is every thread.
     let same = strict("skx8170", n, "x86-linux-pcid", "madvise_dontneed_loop", &["iters=20", "flushers=4"]);
     assert_eq!(same.result["iter_ns"], e);
