@@ -275,6 +275,14 @@ pub const METRICS: &[MetricDef] = &[
         "swap_pageout: one madvise(MADV_PAGEOUT) of the whole range, entry to exit, averaged over the calls",
     ),
     result(
+        "iter_us",
+        "time per iteration of the page-out loop",
+        "µs",
+        "swap_pageout: one iteration of the leader's loop, its reads of every page (swap-ins) and its \
+         madvise(MADV_PAGEOUT), averaged over the iterations after the first (whose reads are the memset; 0 with \
+         one iteration)",
+    ),
+    result(
         "pageout_ns_per_byte",
         "page-out time per byte",
         "ns",

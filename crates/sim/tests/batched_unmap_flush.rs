@@ -135,6 +135,27 @@ fn swap_pageout_times_each_pageout_of_the_whole_range() {
     assert!((r["pageout_ns_per_byte"] - per_byte).abs() < 1e-9 * per_byte.max(1.0), "{r:?}");
 }
 
+#[test]
+fn swap_pageouts_loop_is_its_reads_and_its_call_and_the_batch_saves_the_loop_what_it_saves_the_call() {
+    // One thread, as the program under `taskset` runs: an iteration is the
+    // reads of every page (swap-ins) and the call; the batch changes only the call.
+    let run = |tb: &str| {
+        let sets = ["iters=4", "readers=0", &format!("tlbbatch={tb}")];
+        strict("kunpeng920", 4, "arm64-linux", "swap_pageout", &sets).result
+    };
+    let (off, on) = (run("off"), run("on"));
+    for r in [&off, &on] {
+        assert!(r["iter_us"] > r["pageout_us"], "{r:?}");
+    }
+    assert!(on["iter_us"] < off["iter_us"], "{on:?} {off:?}");
+    // The loop saves about what the call saves: the calls' mean takes in the
+    // first call (of the memset's dirty pages), the loop's leaves its
+    // iteration out.
+    let loop_saving = off["iter_us"] - on["iter_us"];
+    let call_saving = off["pageout_us"] - on["pageout_us"];
+    assert!((loop_saving - call_saving).abs() < 0.5 * call_saving, "loop {loop_saving} µs, call {call_saving} µs");
+}
+
 /// The cycles of two migrations by a process's only thread, on node 0 of
 /// `milan` with node 1 memory only and `extra` as the machine's
 /// `mem_remote_extra`: its 64 written pages (and the rest it has alone) from
