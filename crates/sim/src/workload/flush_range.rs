@@ -124,7 +124,8 @@ impl Shared {
     }
 }
 
-/// A thread bound to its CPU, reading one page of its own until the end.
+/// A thread bound to its CPU, reading one page of its own until the end (also
+/// `madvise_dontneed_loop`'s threads that do not flush).
 pub(super) struct Spinner {
     shared: Rc<Shared>,
     page: u64,
