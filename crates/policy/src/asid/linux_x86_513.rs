@@ -51,7 +51,8 @@
 //!   info, SCF_WAIT | SCF_RUN_LOCAL, cond)` queues the csds and sends the IPIs,
 //!   then runs `func` here with interrupts off if this CPU is in the mask, then
 //!   waits on each csd. The single-CPU fast path (and its stack csd) is gone: one
-//!   target is sent `send_call_function_single_ipi`.
+//!   target is sent an IPI of its own (`send_call_function_single_ipi` from
+//!   d43f17a1da25).
 //! - 4c1ba3923e6c "x86/mm/tlb: Unify flush_tlb_func_local() and
 //!   flush_tlb_func_remote()": one `flush_tlb_func`, which skips the `f->mm !=
 //!   loaded_mm` test on the initiating CPU (`info->initiating_cpu`).
@@ -80,6 +81,24 @@
 //! Kernel ranges (`flush_tlb_kernel_range`, `on_each_cpu`) change the same way:
 //! v5.12 sends, waits, then flushes here; v5.13 sends, flushes here, waits.
 //! Reclaim's `arch_tlbbatch_flush` follows `flush_tlb_mm_range` in each.
+//!
+//! # The kernels in between
+//! Only the series' two ends are modelled. The commits between them, which a
+//! bisect of the series measures (the tip tree's order: a32a4d8a815c,
+//! 4c1ba3923e6c, 6035152d8eeb, 4ce94eabac16, 2f4305b19fe6, 09c5272e4861, each
+//! file rebuilt from the series' v6 patches and tip-bot mails, every step's
+//! blob id checked against the next's pre-image), differ from them thus:
+//! after a32a4d8a815c, `smp_call_function_many_cond` has no one-target fast
+//! path (one target is sent `arch_send_call_function_single_ipi`), still
+//! leaves the CPUs its condition skips in `cfd->cpumask` and waits on their
+//! csds, and runs the local call between the IPIs and the wait wherever
+//! `on_each_cpu_cond_mask` passes `SCF_RUN_LOCAL`, v5.12's second local
+//! call included; 4c1ba3923e6c keeps v5.12's `tlb_is_not_lazy` in that
+//! queueing loop; 6035152d8eeb builds the mask first and stops the second
+//! local call; 4ce94eabac16 flushes here inside `flush_tlb_multi`;
+//! 2f4305b19fe6 moves `is_lazy`, still stored at every switch until
+//! 09c5272e4861. d43f17a1da25 then sends one target
+//! `send_call_function_single_ipi`.
 //!
 //! # What the machine is told
 //! Every access to a line another CPU reads or writes goes through
