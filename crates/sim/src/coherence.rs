@@ -473,7 +473,14 @@ pub enum KLine {
     /// the words one line holds share its moves.
     Mm(u32, u16),
     /// A VMA's lock (`vma->vm_lock`, Linux v6.4 and later), by address-space
-    /// slot and the VMA's first page.
+    /// slot and the VMA's first page. It is allocated apart from the VMA
+    /// (`struct vma_lock`, c7f8f31c00d1), so its count and owner words share
+    /// no line with the fields a fault reads (`vm_flags`, `vm_page_prot`).
+    /// The series' postings did the same: their last patch ("mm: separate
+    /// vma->lock from vm_area_struct", v1's 40/41, v2's 33/33, v4's 33/33)
+    /// moves the lock out of `vm_area_struct`, where an earlier patch of
+    /// each posting had put it beside those fields; the series as tested
+    /// (H23 runs its v2) never faulted with the lock inside.
     VmaLock(u32, u64),
     /// A memory cgroup's page counter (`memcg->memory.usage`, charged in
     /// per-CPU batches), by level: 0 the tasks' own cgroup, then each
