@@ -37,12 +37,16 @@
 //!   CPU wrote waits, as a write does, for the first gap in which the line is
 //!   not moving and takes the line for its transfer; the later reads of that
 //!   version do not wait for one another, only for a move in progress;
+//! - a read of a variable whose latest write is the reading CPU's own plain
+//!   store, not yet visible, is served from its store buffer (store-to-load
+//!   forwarding): a hit, no move;
 //! - a write or atomic waits for the first gap in which the line is not moving
 //!   that is long enough for its move (from whoever owns the line then), one
 //!   move at a time per line, however many CPUs are queued;
 //! - an access never completes before the latest write to the *same variable*
-//!   that ran before it in simulator order is visible: what it reads or
-//!   overwrites is that write's value. (A spin lock's acquisition therefore
+//!   that ran before it in simulator order is visible (but for the writer's
+//!   own forwarded read above): what it reads or overwrites is that write's
+//!   value. (A spin lock's acquisition therefore
 //!   waits for the previous holder's release: [`crate::locks`].) An atomic
 //!   whose order among its peers is the hardware's and decides nothing its CPU
 //!   does next (`Access::RmwAnyOrder`: `llist_add`'s push and the owner's
@@ -205,24 +209,38 @@ impl std::ops::IndexMut<usize> for Versions {
     }
 }
 
-/// A line's variables with when each one's latest write was visible: the
-/// first inline, others (a line several variables share) after it.
+/// A variable of a line: when its latest write, in the order the simulator
+/// ran them, was visible, and the CPU whose plain store that write was
+/// ([`NO_STORE`] for a read-modify-write), which reads it from its store
+/// buffer until then.
+#[derive(Clone, Copy, Debug)]
+struct Var {
+    addr: usize,
+    visible: u64,
+    store_by: u32,
+}
+
+/// [`Var::store_by`] of a variable whose latest write was not a plain store.
+const NO_STORE: u32 = u32::MAX;
+
+/// A line's variables ([`Var`]): the first inline, others (a line several
+/// variables share) after it.
 #[derive(Clone, Debug)]
 struct Vars {
-    first: Option<(usize, u64)>,
-    rest: Vec<(usize, u64)>,
+    first: Option<Var>,
+    rest: Vec<Var>,
 }
 
 impl Vars {
-    fn iter(&self) -> impl Iterator<Item = &(usize, u64)> {
+    fn iter(&self) -> impl Iterator<Item = &Var> {
         self.first.iter().chain(self.rest.iter())
     }
 
-    fn iter_mut(&mut self) -> impl Iterator<Item = &mut (usize, u64)> {
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Var> {
         self.first.iter_mut().chain(self.rest.iter_mut())
     }
 
-    fn push(&mut self, var: (usize, u64)) {
+    fn push(&mut self, var: Var) {
         match self.first {
             None => self.first = Some(var),
             Some(_) => self.rest.push(var),
@@ -258,19 +276,22 @@ impl Line {
         (v.at == end && v.writer == Some(cpu)).then_some(end)
     }
 
-    /// Returns when the latest write to variable `addr` was visible (0 if none).
-    fn visible(&self, addr: usize) -> u64 {
-        self.vars.iter().find(|&&(a, _)| a == addr).map_or(0, |&(_, t)| t)
+    /// Returns when the latest write to variable `addr` was visible (0 if
+    /// none) and the CPU whose plain store it was ([`NO_STORE`] if none).
+    fn visible(&self, addr: usize) -> (u64, u32) {
+        self.vars.iter().find(|v| v.addr == addr).map_or((0, NO_STORE), |v| (v.visible, v.store_by))
     }
 
-    /// Records that a write to `addr` is visible at `t`.
-    fn set_visible(&mut self, var: Option<usize>, t: u64) {
+    /// Records that a write to `addr` is visible at `t`, a plain store by
+    /// `store_by` or ([`NO_STORE`]) a read-modify-write.
+    fn set_visible(&mut self, var: Option<usize>, t: u64, store_by: u32) {
         let Some(addr) = var else { return };
-        if let Some(v) = self.vars.iter_mut().find(|(a, _)| *a == addr) {
-            v.1 = v.1.max(t);
+        if let Some(v) = self.vars.iter_mut().find(|v| v.addr == addr) {
+            v.visible = v.visible.max(t);
+            v.store_by = store_by;
             return;
         }
-        self.vars.push((addr, t));
+        self.vars.push(Var { addr, visible: t, store_by });
     }
 
     /// Inserts a version written by `writer` and complete at `at`; returns its index.
@@ -302,10 +323,18 @@ impl Line {
         // variable; an atomic in any order is placed at its own time and
         // leaves no write for later accesses to follow.
         let var = (access != Access::RmwAnyOrder).then_some(addr);
-        let t = var.map_or(t_in, |a| t_in.max(self.visible(a)));
+        let (visible, store_by) = var.map_or((0, NO_STORE), |a| self.visible(a));
+        let t = t_in.max(visible);
         // A line in motion is nobody's to use until it arrives.
         let moving = self.moving_at(t);
         match access {
+            // A load of a variable whose latest write is this CPU's own store,
+            // still in its store buffer, reads it from there: store-to-load
+            // forwarding (Intel SDM vol. 3A, "Intra-Processor Forwarding Is
+            // Allowed"; the Arm ARM's same-observer reads), no move.
+            Access::Read | Access::ReadAhead | Access::ReadAheadIndex if store_by == me && t_in < visible => {
+                (t_in + hit, 0)
+            }
             // A walk's overlap is the CPU's ([`crate::machine`]); on the line
             // it is a load.
             Access::Read | Access::ReadAhead | Access::ReadAheadIndex => {
@@ -333,8 +362,9 @@ impl Line {
             Access::Write | Access::Rmw | Access::RmwAnyOrder => {
                 let store = access == Access::Write;
                 // Behind a move to this CPU already under way, the access rides on it.
+                let by = if store { me } else { NO_STORE };
                 if let Some(end) = self.moving_to(me, t) {
-                    self.set_visible(var, end + hit);
+                    self.set_visible(var, end + hit, by);
                     return (if store { t_in } else { end } + hit, 0);
                 }
                 let version = &self.versions[self.version_at(t)];
@@ -342,14 +372,14 @@ impl Line {
                     && version.writer == Some(me)
                     && version.readers.iter().all(|&(r, at)| r == me || at > t)
                 {
-                    self.set_visible(var, t + hit);
+                    self.set_visible(var, t + hit, by);
                     // A plain store retires into the store buffer without waiting.
                     return (if store { t_in } else { t } + hit, 0);
                 }
                 let (start, end) = self.next_move(t, me, &cost);
                 self.moves.insert(start, end, ());
                 let nv = self.insert_version(end, me);
-                self.set_visible(var, end);
+                self.set_visible(var, end, by);
                 let mut moves = 1;
                 // A CPU spinning on the line asks for it back as soon as it loses it,
                 // and has it back before the next writer.
@@ -680,6 +710,27 @@ mod tests {
         let moves: u64 = [0, 8, 16].iter().map(|&v| write(&mut line, v).1).sum();
         assert_eq!(moves, 1);
         assert_eq!(access(&mut line, 2, 1000, 16, Access::Read), 1204, "visible once the line has arrived");
+    }
+
+    #[test]
+    fn a_cpu_reads_its_own_buffered_store_at_once_and_another_cpu_waits_for_it() {
+        // cpu1 stores to variable 8 of a line cpu0 owns: the store retires at
+        // 1004 and is visible once the line has arrived, at 1100.
+        let mut line = written_by_cpu0();
+        assert_eq!(access(&mut line, 1, 1000, 8, Access::Write), 1004);
+        // cpu1's load of it at 1010 reads its store buffer: an L1 hit, no move.
+        let (done, moves) =
+            line.access(LineAccess { cpu: 1, t: 1010, addr: 8, kind: Access::Read }, 0, HIT, |_, _| 100);
+        assert_eq!((done, moves), (1014, 0));
+        // Another variable of the line is not in the store buffer: the load
+        // waits for the line.
+        assert_eq!(access(&mut line, 1, 1010, 0, Access::Read), 1104);
+        // cpu2 reads the stored value only once it is visible.
+        assert_eq!(access(&mut line, 2, 1010, 8, Access::Read), 1200);
+        // After a read-modify-write the CPU has waited for the line anyway.
+        let mut line = written_by_cpu0();
+        assert_eq!(access(&mut line, 1, 1000, 8, Access::Rmw), 1100);
+        assert_eq!(access(&mut line, 1, 1100, 8, Access::Read), 1104);
     }
 
     #[test]
