@@ -228,6 +228,10 @@ impl Sim {
     }
 
     pub(super) fn run_cpu(&mut self, cpu: usize, now: u64) -> u64 {
+        // The wake-list IPIs' handler, which ran in the stolen time above.
+        if self.scheduler.cpu(cpu).wakes_pending() {
+            self.flush_wakes(cpu, now);
+        }
         let Some(tid) = self.scheduler.cpu(cpu).cur() else {
             return self.schedule_counted(cpu, None, now);
         };

@@ -69,9 +69,13 @@
 //!   wake list of an idle CPU sharing the cache (v6.0's `!nr_running` rule,
 //!   f3dd3f674555) and of a wakee still descheduling (v5.8's `WF_ON_CPU`)
 //!   changes nothing the model charges: the idle CPU's wake-up is the same,
-//!   and a wakee here is always off its CPU. The handler's delivery delay
-//!   is not modelled (the queue changes at the waker's time). `--set
-//!   ttwu_queue=off` queues every wake-up under the remote lock, as before.
+//!   and a wakee here is always off its CPU. A busy target's handler
+//!   (`sched_ttwu_pending`) runs where the engine runs every IPI handler
+//!   that reaches a busy CPU, at the start of its next event: until then
+//!   the wakee is on the list and on no run queue (no balance can pull it),
+//!   and its placement, the queue's clock and the preemption check are the
+//!   handler's, at that time (`ttwu_do_activate`). `--set ttwu_queue=off`
+//!   queues every wake-up under the remote lock, as before.
 //! - An idle CPU woken by another (`sim/idle.rs`) starts after its idle
 //!   state's exit latency: a polling one (x86's POLL and `MWAIT` states) is
 //!   woken by the store to its thread flags with no IPI, any other after a
@@ -167,15 +171,23 @@ impl Sim {
         } else {
             (prev, now)
         };
-        self.scheduler.update_curr(cpu, now);
-        self.scheduler.place(tid, prev, cpu, false);
-        self.scheduler.cpu_mut(cpu).newidle_mut().woken(now);
         if self.queues_on_wakelist(cpu, from) {
             self.enqueue_wakelist(tid, cpu, now, from);
         } else {
+            self.activate(tid, prev, cpu, now);
             self.enqueue(tid, cpu, now, from);
         }
         self.after_queue_lock(from, cpu, now)
+    }
+
+    /// `ttwu_do_activate`'s accounting for `tid`, last on `prev`, woken onto
+    /// `cpu` at `now`: the queue's clock brought up to date, the thread
+    /// placed in it, and the CPU's idle time since it last went idle
+    /// recorded (`rq->avg_idle`). The queueing is the caller's.
+    fn activate(&mut self, tid: usize, prev: usize, cpu: usize, now: u64) {
+        self.scheduler.update_curr(cpu, now);
+        self.scheduler.place(tid, prev, cpu, false);
+        self.scheduler.cpu_mut(cpu).newidle_mut().woken(now);
     }
 
     /// `ttwu_runnable`: wakes `tid`, asleep but still queued (its dequeue
@@ -209,23 +221,43 @@ impl Sim {
         cpu != from && self.features().on(TTWU_QUEUE) && !self.scheduler.share_cache(from, cpu)
     }
 
-    /// `__ttwu_queue_wakelist`: queues `tid` on `cpu`'s wake list from `from`,
-    /// another CPU in another cache domain (module docs). An idle target is
-    /// woken as by [`Sim::enqueue`]; a busy one takes an IPI, whose handler
-    /// queues the thread and checks preemption there.
+    /// `__ttwu_queue_wakelist`: puts `tid` on `cpu`'s wake list from `from`,
+    /// another CPU in another cache domain, at `now` (module docs). An idle
+    /// target is woken as by [`Sim::enqueue`] and queues the thread at once;
+    /// a busy one takes an IPI, whose handler ([`Sim::flush_wakes`], at the
+    /// target's next event, where the engine runs every handler that reached
+    /// a busy CPU) queues the thread and checks preemption there. Until then
+    /// the thread is on no run queue.
     pub(super) fn enqueue_wakelist(&mut self, tid: usize, cpu: usize, now: u64, from: usize) {
         let s = self.scheduler.cpu(cpu);
         if s.cur().is_none() && !s.armed() {
+            let prev = self.scheduler.thread(tid).cpu();
+            self.activate(tid, prev, cpu, now);
             return self.enqueue(tid, cpu, now, from);
         }
         let c = self.m.costs;
         self.m.counters.ipis_sent += 1;
         self.m.cpus[cpu].stolen += c.exception_entry + c.exception_exit;
         self.m.cpus[cpu].irq_stolen += c.exception_entry + c.exception_exit;
-        self.scheduler.queue_runnable(cpu, tid, now);
-        if self.scheduler.wakeup_preempts(cpu, tid, now) {
-            self.scheduler.cpu_mut(cpu).owe_resched();
+        self.scheduler.cpu_mut(cpu).push_wake(tid);
+    }
+
+    /// The handler of `cpu`'s wake-list IPIs at `now` (`sched_ttwu_pending`):
+    /// each thread on its wake list, oldest first, placed and queued on its
+    /// run queue, and the preemption check made for it (a reschedule owed
+    /// here, with no IPI).
+    pub(super) fn flush_wakes(&mut self, cpu: usize, now: u64) {
+        let list = self.scheduler.cpu_mut(cpu).take_wakes();
+        for &tid in &list {
+            let tid = tid as usize;
+            let prev = self.scheduler.thread(tid).cpu();
+            self.activate(tid, prev, cpu, now);
+            self.scheduler.queue_runnable(cpu, tid, now);
+            if self.scheduler.tun().kind.is_fair() && self.scheduler.wakeup_preempts(cpu, tid, now) {
+                self.scheduler.cpu_mut(cpu).owe_resched();
+            }
         }
+        self.scheduler.cpu_mut(cpu).give_back_wakes(list);
     }
 
     /// Places the new thread `tid` on `cpu` (from `from`) and queues it there

@@ -283,15 +283,26 @@ fn a_wakeup_across_cache_domains_queues_on_the_targets_wake_list_with_an_ipi() {
     let (ipis, stolen) = (sim.m.counters.ipis_sent, sim.m.cpus[busy].stolen);
     // Level with the spinner, the wakee does not preempt: the IPI is sent anyway,
     // and its handler queues the thread.
-    sim.scheduler.update_curr(busy, now);
-    sim.scheduler.place(sleeper, busy, busy, false);
     sim.scheduler.thread_mut(sleeper).se_mut().vruntime =
         sim.scheduler.thread(sim.scheduler.cpu(busy).cur().unwrap()).se().vruntime;
+    let queued = sim.scheduler.cpu(busy).runq().len();
     sim.enqueue_wakelist(sleeper, busy, now, 33);
     assert_eq!(sim.m.counters.ipis_sent, ipis + 1);
     let c = sim.m.costs;
     assert_eq!(sim.m.cpus[busy].stolen, stolen + c.exception_entry + c.exception_exit);
+    // Until the handler runs the thread is on the list, on no run queue.
+    assert_eq!(sim.scheduler.thread(sleeper).state(), State::Blocked);
+    assert_eq!(sim.scheduler.cpu(busy).runq().len(), queued);
+    assert!(sim.scheduler.cpu(busy).wakes_pending());
+    // The busy CPU's next event runs the handler first.
+    let events = sim.stats.events;
+    while sim.scheduler.cpu(busy).wakes_pending() {
+        assert!(sim.step(), "the busy CPU never ran again");
+    }
+    assert!(sim.stats.events > events);
     assert_eq!(sim.scheduler.thread(sleeper).state(), State::Runnable);
+    assert_eq!(sim.scheduler.thread(sleeper).cpu(), busy);
+    assert_eq!(sim.scheduler.cpu(busy).runq().len(), queued + 1);
     assert!(!sim.scheduler.cpu(busy).need_resched());
     // With the switch off the waker takes the remote lock: no wake list.
     let (off, busy, _) = busy_cpu_and_sleeper(Some(false));

@@ -130,6 +130,10 @@ pub(super) struct CpuSched {
     avg_scan_cost: u64,
     /// Its fair queue's load tracking (`scheduler/pelt.rs`).
     pelt: crate::sched::pelt::RqAvg,
+    /// Its wake list (`TTWU_QUEUE`): threads other cache domains' CPUs woke
+    /// onto it while it was busy, queued by its IPI handler at its next event
+    /// (`sim/sched.rs`).
+    wake_list: Vec<u32>,
 }
 
 impl CpuSched {
@@ -254,6 +258,34 @@ impl CpuSched {
         self.need_resched
     }
 
+    /// Puts `tid` on its wake list.
+    #[inline]
+    pub(super) fn push_wake(&mut self, tid: usize) {
+        self.wake_list.push(tid as u32);
+    }
+
+    /// Takes its wake list, oldest first (`llist_reverse_order` in
+    /// `__flush_smp_call_function_queue`); give the emptied list back with
+    /// [`CpuSched::give_back_wakes`] to keep its room.
+    #[inline]
+    pub(super) fn take_wakes(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.wake_list)
+    }
+
+    /// Gives back the list [`CpuSched::take_wakes`] took, emptied.
+    #[inline]
+    pub(super) fn give_back_wakes(&mut self, mut list: Vec<u32>) {
+        debug_assert!(self.wake_list.is_empty(), "a CPU's handler queued a wake-up onto its own wake list");
+        list.clear();
+        self.wake_list = list;
+    }
+
+    /// Returns whether its wake list holds a thread.
+    #[inline]
+    pub(super) fn wakes_pending(&self) -> bool {
+        !self.wake_list.is_empty()
+    }
+
     /// Returns its record for periodic balancing.
     #[inline]
     pub(super) fn balancing(&self) -> &Balancing {
@@ -370,6 +402,7 @@ impl Scheduler {
             newidle: NewIdle::new(self.tun.migration_cost),
             avg_scan_cost: 0,
             pelt: Default::default(),
+            wake_list: Vec::new(),
         });
         self.loads.push(0);
     }
