@@ -47,7 +47,14 @@
 //!   order) has released, and readers and writers that come after a writer
 //!   wait for its release: the rwsem's handoff to a waiting writer, with its
 //!   readers-behind-a-writer rule (`rwsem_down_read_slowpath` queues a reader
-//!   when a writer waits).
+//!   when a writer waits). Such a reader spins on the writer (Linux v5.3 to
+//!   v5.10, FreeBSD's `sx`) or sleeps in the wait queue until the writer's
+//!   release wakes it with the lock granted (Linux before v5.3 and from
+//!   v5.11: [`crate::preset::Kernel::rwsem_readers_sleep`]); the sleep, its
+//!   timed wake-up by the writer's CPU ([`RwSem::writer_release`], one
+//!   reader after another) and the CPU's idle time are the engine's
+//!   (`sim/sched.rs`). Writers spin, as `rwsem_optimistic_spin` does while
+//!   a writer owner runs and for 10 to 25 us on readers.
 //! - [`Mutex`], Linux's mutex (`kernel/locking/mutex.c`) with optimistic
 //!   spinning: a waiter spins on the owner field while the owner runs, which a
 //!   simulated kernel path always does, so a waiter never sleeps and the
@@ -56,9 +63,9 @@
 //!
 //! Not modelled: a waiter's spinning does not slow the holder (its reads of the
 //! lock word are of a line the holder is not writing); a sleeping mutex waiter's
-//! wake-up (never needed, see above); reader optimistic spinning on a
-//! writer-owned rwsem (a reader simply waits for the release); lock stealing by
-//! a CPU that arrives while a handoff is in flight.
+//! wake-up (never needed, see above); a writer that sleeps after spinning
+//! that long on readers; lock stealing by a CPU that arrives while a
+//! handoff is in flight.
 
 use crate::coherence::KLine;
 use crate::machine::Machine;
@@ -153,6 +160,12 @@ pub struct RwSem {
     readers_until: u64,
     /// Whether its owner word says a reader took it last (no writer since).
     reader_owned: bool,
+    /// The CPU of the writer whose release is `write_free`: the waker of the
+    /// readers asleep until it.
+    waker: u32,
+    /// That waker's time after the last of its wake-ups of sleeping readers
+    /// (`rwsem_wake`'s `wake_up_q` wakes them one after another).
+    wake_until: u64,
 }
 
 impl RwSem {
@@ -227,8 +240,33 @@ impl RwSem {
     /// Releases a write hold at `t`; returns when `cpu` goes on.
     pub fn up_write(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
         let done = m.katomic(cpu, t, line);
-        self.write_free = self.write_free.max(done);
+        self.released(cpu, done);
         done
+    }
+
+    /// A writer on `cpu` released it (or downgraded its hold) at `done`.
+    fn released(&mut self, cpu: usize, done: u64) {
+        if done >= self.write_free {
+            self.write_free = done;
+            self.waker = cpu as u32;
+        }
+    }
+
+    /// Returns when the latest writer releases it and that writer's CPU,
+    /// which wakes the readers asleep until then.
+    pub fn writer_release(&self) -> (u64, usize) {
+        (self.write_free, self.waker as usize)
+    }
+
+    /// The waker of sleeping readers may wake the next at `t` at the
+    /// earliest: after its wake-up of the one before. Returns when it starts.
+    pub fn next_wake(&self, t: u64) -> u64 {
+        t.max(self.wake_until)
+    }
+
+    /// The waker's wake-up of a sleeping reader ended at `t`.
+    pub fn woke_until(&mut self, t: u64) {
+        self.wake_until = self.wake_until.max(t);
     }
 
     /// Turns a write hold into a read hold at `t` (`downgrade_write`: one atomic,
@@ -236,7 +274,7 @@ impl RwSem {
     /// [`RwSem::up_read`]. Returns when `cpu` goes on.
     pub fn downgrade(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
         let done = m.katomic(cpu, t, line);
-        self.write_free = self.write_free.max(done);
+        self.released(cpu, done);
         done
     }
 

@@ -323,6 +323,23 @@ impl Kernel {
         matches!(self, Kernel::Linux(a, b) if (a, b) > (4, 19))
     }
 
+    /// Returns whether a Linux `rw_semaphore` reader that finds a writer
+    /// holding it sleeps in the wait queue (`rwsem_down_read_slowpath`,
+    /// woken by the writer's release, which grants it the lock) rather than
+    /// spinning while the writer runs: before v5.3 (`rwsem-xadd.c`'s
+    /// `__rwsem_down_read_failed_common` always queues and sleeps; only
+    /// writers spin) and from v5.11 (617f3ef95177, "locking/rwsem: Remove
+    /// reader optimistic spinning"); v5.3 to v5.10 spin on a writer owner
+    /// that runs ("locking/rwsem: Enable readers spinning on writer"), as the
+    /// model's writers always do. FreeBSD's `sx` shared waiters spin while
+    /// the exclusive owner runs (`ADAPTIVE_SX`, `sys/kern/kern_sx.c`).
+    pub fn rwsem_readers_sleep(self) -> bool {
+        match self {
+            Kernel::Linux(a, b) => (a, b) < (5, 3) || (a, b) >= (5, 11),
+            Kernel::FreeBsd(_) => false,
+        }
+    }
+
     /// Returns whether a read trylock of a Linux `rw_semaphore`
     /// (`down_read_trylock`, the page fault's `mmap_read_trylock`) loads the
     /// count before its `cmpxchg`: up to v5.1 (x86's `__down_read_trylock`

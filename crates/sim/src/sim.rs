@@ -110,6 +110,8 @@ mod private_file_tests;
 mod process;
 mod ptemem;
 mod reclaim;
+#[cfg(test)]
+mod rwsem_sleep_tests;
 mod sched;
 #[cfg(test)]
 mod sched_tests;
@@ -335,6 +337,9 @@ pub struct Stats {
     pub pageout: PageoutStats,
     /// Faults that did not run under their VMA's lock.
     pub vma_lock: VmaLockStats,
+    /// Readers of `mmap_lock` that slept in its wait queue behind a writer
+    /// (faults and system calls, `sim/kwork.rs`).
+    pub mmap_lock_sleeps: u64,
     /// Cycles spent in the kernel's software costs that rest on estimates
     /// ([`KERNEL_ESTIMATES`]).
     pub estimated: EstimatedCycles,

@@ -247,6 +247,17 @@ toggles! {
         default: |_| false,
         linux_only: Some("whose faults take no VMA lock"),
     }
+    /// A reader of `mmap_lock` behind a writer sleeps in its wait queue
+    /// (`crate::locks`, `sim/kwork.rs`).
+    RWSEM_READER_SLEEP {
+        key: "rwsem_reader_sleep",
+        doc: "on|off: Linux machines only; a fault or madvise that finds mmap_lock held for writing sleeps in its wait \
+         queue until the writer's release wakes it (on: before v5.3 and from v5.11, 617f3ef95177 \"locking/rwsem: \
+         Remove reader optimistic spinning\") or spins on the writer, keeping its CPU (off: v5.3 to v5.10's reader \
+         optimistic spinning) (default: the run's kernel's)",
+        default: |p| p.kernel.rwsem_readers_sleep(),
+        linux_only: Some("whose sx readers spin on a running owner"),
+    }
     /// A zap first drains the CPU's LRU-add batch (`lru_add_drain()`,
     /// `sim/kwork.rs`).
     LRU_DRAIN {

@@ -34,6 +34,10 @@ impl Sim {
                     return now;
                 }
             };
+            if restart {
+                // A restarted access that did not fault leaves no grant behind.
+                self.scheduler.thread_mut(tid).take_granted();
+            }
             restart = false;
             if self.scheduler.thread(tid).in_fault() {
                 // A fault stopped at its unlock: the event ends there, and the
@@ -511,8 +515,16 @@ impl Sim {
         user: Option<usize>,
     ) -> Result<u64, Error> {
         let c = self.m.costs;
-        self.stats.mmu.page_faults += 1;
-        now += c.exception_entry + c.kernel.fault_path;
+        // A fault that slept in mmap_lock's wait queue goes on holding the
+        // read lock its waker granted: its entry, path and lock were charged
+        // before it slept. (Its restarted access passes no `user`: the
+        // thread is the one running here.)
+        let running = user.or_else(|| self.scheduler.cpu(cpu).cur());
+        let granted = running.is_some_and(|tid| self.scheduler.thread_mut(tid).take_granted());
+        if !granted {
+            self.stats.mmu.page_faults += 1;
+            now += c.exception_entry + c.kernel.fault_path;
+        }
         let Some((root, _, mm)) = self.user_root(cpu) else {
             return Err(Error::NoUserRoot { cpu, va });
         };
@@ -520,7 +532,17 @@ impl Sim {
         if write && !vma.write {
             return Err(Error::ReadOnly { va, mm });
         }
-        let (locked, held) = self.fault_lock(cpu, mm, vma, va, write, now);
+        let (locked, held) = if granted {
+            (now, FaultLock::Mmap)
+        } else {
+            self.fault_lock(cpu, mm, (vma, va, write), user.is_some(), now)
+        };
+        if let (FaultLock::Asleep, Some(tid)) = (held, user) {
+            // It sleeps behind the writer; the access restarts after its wake-up.
+            self.scheduler.thread_mut(tid).fault_asleep();
+            self.sleep_on_mmap_lock(cpu, tid, mm, locked);
+            return Ok(locked);
+        }
         // Its read of pgd, first after the lock: at the thread's next event
         // where the read may find the line another CPU's (see below).
         let pgd_later = user.is_some() && !matches!(held, FaultLock::None) && self.kw.pgd_on_lock_line();

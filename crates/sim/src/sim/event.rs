@@ -24,11 +24,14 @@
 //! work with no kernel entry). The count only adds what the engine already
 //! charged; it changes no time.
 //!
-//! What differs from Linux: a system call that waits for a lock (`mmap_lock`,
-//! a pipe's) keeps its CPU in the simulator, so the wait counts whole, where a
-//! Linux task waiting long on an rwsem or mutex sleeps and is charged nothing
-//! meanwhile; and the switch onto a thread of an idle CPU is charged whole,
-//! where Linux charges the part before the switch to the idle task.
+//! What differs from Linux: a kernel path that spins for a lock (a pipe's
+//! mutex, a writer of `mmap_lock`, a reader of it on the kernels whose readers
+//! spin) keeps its CPU and the wait counts whole, as Linux's optimistic
+//! spinning does, but never gives up and sleeps; a reader that sleeps in
+//! `mmap_lock`'s wait queue leaves its CPU and is charged nothing meanwhile
+//! (its timed wake-up is an event of its own, in `Events`); and the switch
+//! onto a thread of an idle CPU is charged whole, where Linux charges the
+//! part before the switch to the idle task.
 
 use super::scheduler::FaultOwed;
 use super::*;
@@ -50,6 +53,17 @@ type Event = (u64, u64, u32);
 pub(super) struct Events {
     heap: BinaryHeap<Reverse<Event>>,
     held: Option<Event>,
+    /// Timed wake-ups, each the time, the order it was armed in, the thread
+    /// and its waker's CPU: a sleeping reader of a semaphore, woken at the
+    /// writer's release ([`Sim::timed_wake`]). They share the events' order.
+    wakes: BinaryHeap<Reverse<(u64, u64, u32, u32)>>,
+}
+
+/// What [`Events::pop_next`] takes: a CPU's event, or a timed wake-up (its
+/// time, the thread, the waker's CPU).
+enum Next {
+    Cpu(Event),
+    Wake(u64, usize, usize),
 }
 
 impl Events {
@@ -85,7 +99,24 @@ impl Events {
     }
 
     fn is_empty(&self) -> bool {
-        self.held.is_none() && self.heap.is_empty()
+        self.held.is_none() && self.heap.is_empty() && self.wakes.is_empty()
+    }
+
+    /// Adds a timed wake-up of `tid` by `waker` at `t`, armed `seq`th.
+    pub(super) fn push_wake(&mut self, t: u64, seq: u64, tid: usize, waker: usize) {
+        self.wakes.push(Reverse((t, seq, tid as u32, waker as u32)));
+    }
+
+    /// Removes and returns the earliest event or timed wake-up.
+    #[inline]
+    fn pop_next(&mut self) -> Option<Next> {
+        if let Some(&Reverse((t, seq, tid, waker))) = self.wakes.peek() {
+            if self.peek().is_none_or(|(et, eseq, _)| (t, seq) < (et, eseq)) {
+                self.wakes.pop();
+                return Some(Next::Wake(t, tid as usize, waker as usize));
+            }
+        }
+        self.pop().map(Next::Cpu)
     }
 
     /// Up to `n` events that come soon: the held one, then the first of the
@@ -128,8 +159,14 @@ impl Sim {
 
     /// Advances the simulation by one event; returns false when none is left.
     pub fn step(&mut self) -> bool {
-        let Some((t, _, cpu)) = self.events.pop() else {
-            return false;
+        let (t, cpu) = match self.events.pop_next() {
+            None => return false,
+            Some(Next::Wake(t, tid, waker)) => {
+                self.stats.events += 1;
+                self.timed_wake(t, tid, waker);
+                return true;
+            }
+            Some(Next::Cpu((t, _, cpu))) => (t, cpu),
         };
         self.stats.events += 1;
         if self.cfg.ncpus >= PREFETCH_FROM_CPUS {
@@ -246,6 +283,10 @@ impl Sim {
                 return end;
             }
             Some(FaultOwed::Exit { mm, held }) => self.fault_exit(cpu, mm, held, now),
+            Some(FaultOwed::Asleep) => {
+                self.scheduler.thread_mut(tid).grant_read();
+                now
+            }
             None => now,
         };
         let ticked = self.timer_tick(cpu, now);
@@ -315,6 +356,9 @@ impl Sim {
         }
         if let Some(p) = self.scheduler.thread_mut(tid).take_retry_write() {
             return self.in_kernel(now, |s| s.pipe_write(cpu, tid, p, now));
+        }
+        if let Some(sys) = self.scheduler.thread_mut(tid).take_locked_sys() {
+            return self.in_kernel(now, |s| s.syscall_granted(cpu, tid, sys, now));
         }
         if let Some(node) = self.kswapd_of(tid) {
             return self.in_kernel(now, |s| s.kswapd_run(cpu, tid, node, now));

@@ -224,8 +224,21 @@ impl Sim {
         now
     }
 
+    /// Returns the pieces of `pages` pages at `va` (page-aligned) that VMAs
+    /// of `mm` map, each its start and pages, lowest first: what
+    /// `madvise_walk_vmas` visits of a range with holes.
+    pub(super) fn mapped_pieces(&self, mm: MmId, va: u64, pages: u64) -> Vec<(u64, u64)> {
+        let end = va + pages * 4096;
+        let mut pieces: Vec<(u64, u64)> = (self.kern.mm(mm).vmas().iter())
+            .filter(|v| v.start < end && va < v.end())
+            .map(|v| (v.start.max(va), (v.end().min(end) - v.start.max(va)) / 4096))
+            .collect();
+        pieces.sort_unstable();
+        pieces
+    }
+
     /// Returns whether `pages` pages at `va` are page-aligned and all mapped in `mm`.
-    fn all_mapped(&self, mm: MmId, va: u64, pages: u64) -> bool {
+    pub(super) fn all_mapped(&self, mm: MmId, va: u64, pages: u64) -> bool {
         let end = va + pages * 4096;
         let covered: u64 =
             self.kern.mm(mm).vmas().iter().map(|v| v.end().min(end).saturating_sub(v.start.max(va)) / 4096).sum();

@@ -180,6 +180,37 @@ impl Sim {
         self.after_queue_lock(from, cpu, now)
     }
 
+    /// Puts `tid`, running on `cpu`, to sleep at `now` in the wait queue of
+    /// `mm`'s `mmap_lock` until the writer holding it releases it: a timed
+    /// wake-up at that release, by that writer's CPU ([`Sim::timed_wake`]).
+    pub(super) fn sleep_on_mmap_lock(&mut self, cpu: usize, tid: usize, mm: MmId, now: u64) {
+        let (until, waker) = self.kw.mmap_lock(mm).writer_release();
+        self.scheduler.sleep(cpu, tid, now);
+        self.ev_seq += 1;
+        self.events.push_wake(until.max(now), self.ev_seq, tid, waker);
+    }
+
+    /// The writer's release on `waker` wakes `tid`, asleep in its address
+    /// space's `mmap_lock` wait queue, at `t` (`rwsem_wake`: `rwsem_mark_wake`
+    /// grants the read lock to the readers it wakes, and `wake_up_q` wakes
+    /// them one after another). The waker reads the wakee's task and wakes
+    /// it as any waker does ([`Sim::wake`]), after its wake-up of the reader
+    /// before; what that costs it is taken from its next operation, as an
+    /// interrupt's handler is. A writer asking meanwhile waits for the
+    /// woken reader to run.
+    pub(super) fn timed_wake(&mut self, t: u64, tid: usize, waker: usize) {
+        self.m.set_floor(t);
+        let mm = self.scheduler.thread(tid).mm();
+        let start = self.kw.mmap_lock(mm).next_wake(t);
+        let read = self.kaccess(waker, self.scheduler.thread(tid).tstruct(), start);
+        let end = self.wake(tid, waker, read, false);
+        let sem = self.kw.mmap_lock(mm);
+        sem.woke_until(end);
+        sem.read_held_until(end);
+        self.m.cpus[waker].stolen += end - start;
+        self.m.cpus[waker].irq_stolen += end - start;
+    }
+
     /// `ttwu_do_activate`'s accounting for `tid`, last on `prev`, woken onto
     /// `cpu` at `now`: the queue's clock brought up to date, the thread
     /// placed in it, and the CPU's idle time since it last went idle

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// `-ENOMEM` as a system call returns it to user space.
+const ENOMEM: u64 = (-12i64) as u64;
+
 impl Sim {
     pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
         let c = self.m.costs;
@@ -58,6 +61,15 @@ impl Sim {
         let Some(write) = lock else {
             return self.syscall_body(cpu, tid, s, now);
         };
+        if !write && self.mmap_reader_sleeps(mm, now) {
+            // mmap_read_lock behind a writer: the reader sleeps in the wait
+            // queue and runs on, holding the read lock, after the writer's
+            // release wakes it (syscall_granted).
+            let t = self.mmap_read_queue(cpu, mm, false, now);
+            self.scheduler.thread_mut(tid).sys_asleep(s);
+            self.sleep_on_mmap_lock(cpu, tid, mm, t);
+            return t;
+        }
         let mut now = self.mmap_lock(cpu, mm, write, now);
         let mut write = write;
         if let Sys::Munmap { .. } = s {
@@ -67,6 +79,34 @@ impl Sim {
         }
         let end = self.syscall_body(cpu, tid, s, now);
         self.mmap_unlock(cpu, mm, write, end)
+    }
+
+    /// Runs on system call `s` of `tid` on `cpu` from `now`, after its sleep in
+    /// `mmap_lock`'s wait queue: it holds the read lock its waker granted
+    /// (`rwsem_mark_wake`), runs its body and releases the lock.
+    pub(super) fn syscall_granted(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
+        let mm = self.scheduler.thread(tid).mm();
+        let end = match s {
+            Sys::Madvise { va, pages } | Sys::MadvisePageout { va, pages }
+                if va.is_multiple_of(4096) && !self.all_mapped(mm, va, pages) =>
+            {
+                // Another thread unmapped part of the range while this one
+                // slept: `madvise_walk_vmas` advises each VMA the range still
+                // meets and returns -ENOMEM.
+                let mut t = now;
+                for (start, n) in self.mapped_pieces(mm, va, pages) {
+                    let piece = match s {
+                        Sys::Madvise { .. } => Sys::Madvise { va: start, pages: n },
+                        _ => Sys::MadvisePageout { va: start, pages: n },
+                    };
+                    t = self.syscall_body(cpu, tid, piece, t);
+                }
+                self.scheduler.thread_mut(tid).set_return(ENOMEM);
+                t
+            }
+            _ => self.syscall_body(cpu, tid, s, now),
+        };
+        self.mmap_unlock(cpu, mm, false, end)
     }
 
     /// Runs system call `s` of `tid` on `cpu` from `now` (its locks held).

@@ -20,8 +20,9 @@
 //! `pages` pages. Fixed work instead of will-it-scale's fixed time: the run
 //! ends when the last task has finished its laps.
 //!
-//! What stays different: neighbouring mappings are not merged, and `mmap_lock` contention
-//! between one task's `mmap`/`munmap` and the others' faults is not modelled.
+//! What stays different: neighbouring mappings are not merged. (One task's
+//! `mmap`/`munmap` holds `mmap_lock` for writing while the others' faults and
+//! `madvise`s wait, asleep on the kernels whose readers sleep: `crate::locks`.)
 //!
 //! Results: `ops_per_s`, iterations per second summed over tasks (will-it-scale's
 //! `average:`, 0-day's `workload`); `per_thread_ops` (its `per_thread_ops`); and

@@ -12,7 +12,7 @@
 //!
 //! [`Scheduler`]: super::Scheduler
 
-use crate::program::{Op, Program};
+use crate::program::{Op, Program, Sys};
 use crate::sched::Entity;
 use crate::sim::kwork::FaultLock;
 use tlbkit_policy::MmId;
@@ -48,6 +48,12 @@ pub(in crate::sim) struct Thread {
     pub(super) retry_read: Option<u32>,
     /// A pipe write to retry after a wake-up.
     pub(super) retry_write: Option<u32>,
+    /// A system call that slept in `mmap_lock`'s wait queue: after the
+    /// wake-up it runs on, holding the read lock its waker granted.
+    locked_sys: Option<Sys>,
+    /// Its next fault goes on holding `mmap_lock` for reading, granted by
+    /// the waker of its sleep ([`FaultOwed::Asleep`]).
+    granted: bool,
     /// What a fault it took from user code still owes its next events,
     /// before anything else (`Sim::fault`); its `pending` touch then
     /// restarts the access that faulted.
@@ -76,6 +82,10 @@ pub(in crate::sim) enum FaultOwed {
     Pgd { mm: MmId, held: FaultLock, rest: u64 },
     /// Its release of `held` and its return to user code.
     Exit { mm: MmId, held: FaultLock },
+    /// It slept in `mmap_lock`'s wait queue: after the wake-up the access
+    /// that faulted restarts, and its fault goes on holding the read lock
+    /// its waker granted (`rwsem_mark_wake`), with nothing charged again.
+    Asleep,
 }
 
 impl Thread {
@@ -99,6 +109,8 @@ impl Thread {
             pending: None,
             retry_read: None,
             retry_write: None,
+            locked_sys: None,
+            granted: false,
             fault_owed: None,
             restart: false,
             kstack,
@@ -216,6 +228,39 @@ impl Thread {
     pub(in crate::sim) fn read_pgd_later(&mut self, mm: MmId, held: FaultLock, rest: u64) {
         debug_assert!(self.fault_owed.is_none(), "a fault's end is already owed");
         self.fault_owed = Some(FaultOwed::Pgd { mm, held, rest });
+    }
+
+    /// A fault from its user code slept in `mmap_lock`'s wait queue: the
+    /// access restarts after the wake-up ([`FaultOwed::Asleep`]).
+    #[inline]
+    pub(in crate::sim) fn fault_asleep(&mut self) {
+        debug_assert!(self.fault_owed.is_none(), "a fault's end is already owed");
+        self.fault_owed = Some(FaultOwed::Asleep);
+    }
+
+    /// Its system call `s` slept in `mmap_lock`'s wait queue: it runs on after
+    /// the wake-up, holding the read lock.
+    #[inline]
+    pub(in crate::sim) fn sys_asleep(&mut self, s: Sys) {
+        self.locked_sys = Some(s);
+    }
+
+    /// Its next fault holds `mmap_lock` for reading already.
+    #[inline]
+    pub(in crate::sim) fn grant_read(&mut self) {
+        self.granted = true;
+    }
+
+    /// Takes whether its fault holds `mmap_lock` for reading already.
+    #[inline]
+    pub(in crate::sim) fn take_granted(&mut self) -> bool {
+        std::mem::take(&mut self.granted)
+    }
+
+    /// Takes the system call to run on with the read lock granted, if any.
+    #[inline]
+    pub(in crate::sim) fn take_locked_sys(&mut self) -> Option<Sys> {
+        self.locked_sys.take()
     }
 
     /// Takes what a fault owes this event, if anything.

@@ -1,0 +1,176 @@
+//! A reader of `mmap_lock` behind a writer ([`Sim::mmap_read_fault`],
+//! `Sim::syscall`): on the kernels whose readers sleep it leaves its CPU,
+//! and the writer's CPU wakes it at the release with the read lock granted;
+//! on the kernels whose readers spin (Linux v5.3 to v5.10) and on FreeBSD it
+//! keeps its CPU until the release.
+
+use super::*;
+use crate::preset::{self, Kernel};
+use crate::toggle::RWSEM_READER_SLEEP;
+use std::cell::Cell;
+use std::rc::Rc;
+use tlbkit_policy::asid::LinuxX86;
+
+/// Maps a writable page, marks `ready` (where the test places a writer's
+/// hold), then writes the page (a fault) or `madvise`s it away, and exits.
+struct ReaderAfterMark {
+    step: u32,
+    va: u64,
+    madvise: bool,
+}
+
+impl Program for ReaderAfterMark {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
+            2 => {
+                self.va = ret;
+                Op::Mark("ready")
+            }
+            3 if self.madvise => Op::Sys(Sys::Madvise { va: self.va, pages: 1 }),
+            3 => Op::Touch { va: self.va, pages: 1, write: true },
+            _ => Op::Exit,
+        }
+    }
+}
+
+/// What a reader's run under `kernel` left, a writer on CPU 1 holding
+/// `mmap_lock` for `HOLD` cycles from the reader's mark: the sleeps, the
+/// faults, the context switches, when the run ended, when the writer
+/// released the lock, and what the wake-up cost the writer's CPU.
+struct Outcome {
+    sleeps: u64,
+    faults: u64,
+    switches: u64,
+    end: u64,
+    release: u64,
+    waker_charged: u64,
+}
+
+const HOLD: u64 = 200_000;
+
+fn run(kernel: Kernel, madvise: bool) -> Outcome {
+    run_with(kernel, madvise, None)
+}
+
+/// [`run`] with `--set rwsem_reader_sleep` given as `sleep`.
+fn run_with(kernel: Kernel, madvise: bool, sleep: Option<bool>) -> Outcome {
+    let mut p = preset::named("skylake");
+    p.kernel = kernel;
+    let choices = KernelChoices::default().with(RWSEM_READER_SLEEP, sleep);
+    let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel: choices, ..SimConfig::quiet(p, 2, 1) };
+    let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
+    let tid = sim.spawn(Box::new(ReaderAfterMark { step: 0, va: 0, madvise })).unwrap();
+    while sim.marks.is_empty() {
+        assert!(sim.step(), "the reader never reached its mark");
+    }
+    let (mm, cpu) = (sim.scheduler.thread(tid).mm(), sim.scheduler.thread(tid).cpu());
+    assert_eq!(cpu, 0);
+    let at = sim.marks[0].1;
+    let line = sim.kw.mm_word(mm, |l| l.count);
+    let sem = sim.kw.mmap_lock(mm);
+    let held = sem.down_write(&mut sim.m, 1, line, at);
+    let release = sem.up_write(&mut sim.m, 1, line, held + HOLD);
+    let switches = sim.stats.context_switches;
+    sim.run();
+    assert!(sim.error.is_none() && sim.oracle.violations.is_empty(), "{:?} {:?}", sim.error, sim.oracle.violations);
+    Outcome {
+        sleeps: sim.stats.mmap_lock_sleeps,
+        faults: sim.stats.mmu.page_faults,
+        switches: sim.stats.context_switches - switches,
+        end: sim.end,
+        release,
+        waker_charged: sim.m.cpus[1].stolen,
+    }
+}
+
+#[test]
+fn a_faulting_reader_behind_a_writer_sleeps_where_the_kernels_readers_do() {
+    let slept = run(Kernel::Linux(6, 13), false);
+    assert_eq!((slept.sleeps, slept.faults), (1, 1), "one sleep, and its fault counted once");
+    assert!(slept.end > slept.release, "the fault ended before the writer's release");
+    assert!(slept.waker_charged > 0, "the writer's CPU paid nothing for the wake-up");
+    for spins in [Kernel::Linux(5, 10), Kernel::FreeBsd(14)] {
+        let spun = run(spins, false);
+        assert_eq!((spun.sleeps, spun.faults), (0, 1), "{spins:?}");
+        assert!(spun.end > spun.release, "{spins:?}: the fault ended before the writer's release");
+        assert_eq!(spun.waker_charged, 0, "{spins:?}");
+        // Asleep, the reader's CPU went idle and came back: two more switches.
+        assert_eq!(slept.switches, spun.switches + 2, "{spins:?}");
+    }
+    // Before v5.3 readers slept too; the switch turns either way.
+    assert_eq!(run(Kernel::Linux(4, 19), false).sleeps, 1);
+    assert_eq!(run_with(Kernel::Linux(6, 13), false, Some(false)).sleeps, 0);
+    assert_eq!(run_with(Kernel::Linux(5, 10), false, Some(true)).sleeps, 1);
+}
+
+#[test]
+fn a_system_call_behind_a_writer_sleeps_and_runs_on_after_the_release() {
+    let slept = run(Kernel::Linux(6, 13), true);
+    assert_eq!(slept.sleeps, 1);
+    assert!(slept.end > slept.release);
+    let spun = run(Kernel::Linux(5, 10), true);
+    assert_eq!(spun.sleeps, 0);
+    assert!(spun.end > spun.release);
+    assert_eq!(slept.switches, spun.switches + 2);
+}
+
+/// Maps two writable pages, writes both, marks `ready`, `madvise`s both
+/// away and keeps what the call returned in `ret`.
+struct AdviseTwo {
+    step: u32,
+    va: u64,
+    ret: Rc<Cell<Option<u64>>>,
+}
+
+impl Program for AdviseTwo {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::Mmap { pages: 2, write: true }),
+            2 => {
+                self.va = ret;
+                Op::Touch { va: ret, pages: 2, write: true }
+            }
+            3 => Op::Mark("ready"),
+            4 => Op::Sys(Sys::Madvise { va: self.va, pages: 2 }),
+            5 => {
+                self.ret.set(Some(ret));
+                Op::Exit
+            }
+            _ => Op::Exit,
+        }
+    }
+}
+
+#[test]
+fn an_advice_whose_range_lost_a_page_while_it_slept_advises_the_rest_and_returns_enomem() {
+    let mut p = preset::named("skylake");
+    p.kernel = Kernel::Linux(6, 13);
+    let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(p, 2, 1) };
+    let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
+    let ret = Rc::new(Cell::new(None));
+    let tid = sim.spawn(Box::new(AdviseTwo { step: 0, va: 0, ret: ret.clone() })).unwrap();
+    while sim.marks.is_empty() {
+        assert!(sim.step(), "the thread never reached its mark");
+    }
+    let mm = sim.scheduler.thread(tid).mm();
+    let va = sim.kern.mm(mm).vmas().iter().find(|v| v.pages == 2).unwrap().start;
+    let at = sim.marks[0].1;
+    // Another thread's munmap of the second page, then a writer's long hold.
+    let line = sim.kw.mm_word(mm, |l| l.count);
+    let held = sim.kw.mmap_lock(mm).down_write(&mut sim.m, 1, line, at);
+    let unmapped = sim.munmap(1, mm, va + 4096, 1, held);
+    sim.kw.mmap_lock(mm).up_write(&mut sim.m, 1, line, unmapped + HOLD);
+    sim.run();
+    assert!(sim.error.is_none() && sim.oracle.violations.is_empty(), "{:?} {:?}", sim.error, sim.oracle.violations);
+    assert_eq!(sim.stats.mmap_lock_sleeps, 1);
+    assert_eq!(ret.get(), Some(ENOMEM_RET), "madvise over a hole returns -ENOMEM");
+    // The first page, still mapped, was advised away: its frame freed.
+    let root = sim.kern.mm(mm).root();
+    assert!(sim.pt.walk(root, va).map(|w| sim.pt.pte(w.pte)).is_none_or(|p| !p.valid()));
+}
+
+/// `-ENOMEM` as the program sees it.
+const ENOMEM_RET: u64 = (-12i64) as u64;
