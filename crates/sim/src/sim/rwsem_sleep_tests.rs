@@ -11,25 +11,46 @@ use std::cell::Cell;
 use std::rc::Rc;
 use tlbkit_policy::asid::LinuxX86;
 
-/// Maps a writable page, marks `ready` (where the test places a writer's
-/// hold), then writes the page (a fault) or `madvise`s it away, and exits.
+/// Maps `pages` writable pages (and writes them all if `prefault`), marks
+/// `ready` (where the test places a writer's hold), then writes the first
+/// page (a fault) or `madvise`s them all away, keeps what that returned in
+/// `ret`, and exits.
 struct ReaderAfterMark {
     step: u32,
     va: u64,
+    pages: u64,
+    prefault: bool,
     madvise: bool,
+    ret: Rc<Cell<Option<u64>>>,
+}
+
+impl ReaderAfterMark {
+    fn new(pages: u64, prefault: bool, madvise: bool) -> (Self, Rc<Cell<Option<u64>>>) {
+        let ret = Rc::new(Cell::new(None));
+        (ReaderAfterMark { step: 0, va: 0, pages, prefault, madvise, ret: ret.clone() }, ret)
+    }
 }
 
 impl Program for ReaderAfterMark {
     fn next(&mut self, ret: u64) -> Op {
         self.step += 1;
+        let pages = self.pages;
         match self.step {
-            1 => Op::Sys(Sys::Mmap { pages: 1, write: true }),
+            1 => Op::Sys(Sys::Mmap { pages, write: true }),
             2 => {
                 self.va = ret;
-                Op::Mark("ready")
+                if self.prefault {
+                    return Op::Touch { va: ret, pages, write: true };
+                }
+                self.next(0)
             }
-            3 if self.madvise => Op::Sys(Sys::Madvise { va: self.va, pages: 1 }),
-            3 => Op::Touch { va: self.va, pages: 1, write: true },
+            3 => Op::Mark("ready"),
+            4 if self.madvise => Op::Sys(Sys::Madvise { va: self.va, pages }),
+            4 => Op::Touch { va: self.va, pages: 1, write: true },
+            5 => {
+                self.ret.set(Some(ret));
+                Op::Exit
+            }
             _ => Op::Exit,
         }
     }
@@ -61,7 +82,7 @@ fn run_with(kernel: Kernel, madvise: bool, sleep: Option<bool>) -> Outcome {
     let choices = KernelChoices::default().with(RWSEM_READER_SLEEP, sleep);
     let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel: choices, ..SimConfig::quiet(p, 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
-    let tid = sim.spawn(Box::new(ReaderAfterMark { step: 0, va: 0, madvise })).unwrap();
+    let tid = sim.spawn(Box::new(ReaderAfterMark::new(1, false, madvise).0)).unwrap();
     while sim.marks.is_empty() {
         assert!(sim.step(), "the reader never reached its mark");
     }
@@ -116,42 +137,14 @@ fn a_system_call_behind_a_writer_sleeps_and_runs_on_after_the_release() {
     assert_eq!(slept.switches, spun.switches + 2);
 }
 
-/// Maps two writable pages, writes both, marks `ready`, `madvise`s both
-/// away and keeps what the call returned in `ret`.
-struct AdviseTwo {
-    step: u32,
-    va: u64,
-    ret: Rc<Cell<Option<u64>>>,
-}
-
-impl Program for AdviseTwo {
-    fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        match self.step {
-            1 => Op::Sys(Sys::Mmap { pages: 2, write: true }),
-            2 => {
-                self.va = ret;
-                Op::Touch { va: ret, pages: 2, write: true }
-            }
-            3 => Op::Mark("ready"),
-            4 => Op::Sys(Sys::Madvise { va: self.va, pages: 2 }),
-            5 => {
-                self.ret.set(Some(ret));
-                Op::Exit
-            }
-            _ => Op::Exit,
-        }
-    }
-}
-
 #[test]
 fn an_advice_whose_range_lost_a_page_while_it_slept_advises_the_rest_and_returns_enomem() {
     let mut p = preset::named("skylake");
     p.kernel = Kernel::Linux(6, 13);
     let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(p, 2, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
-    let ret = Rc::new(Cell::new(None));
-    let tid = sim.spawn(Box::new(AdviseTwo { step: 0, va: 0, ret: ret.clone() })).unwrap();
+    let (program, ret) = ReaderAfterMark::new(2, true, true);
+    let tid = sim.spawn(Box::new(program)).unwrap();
     while sim.marks.is_empty() {
         assert!(sim.step(), "the thread never reached its mark");
     }
