@@ -196,8 +196,9 @@ impl Sim {
     /// them one after another). The waker reads the wakee's task and wakes
     /// it as any waker does ([`Sim::wake`]), after its wake-up of the reader
     /// before; what that costs it is taken from its next operation, as an
-    /// interrupt's handler is. A writer asking meanwhile waits for the
-    /// woken reader to run.
+    /// interrupt's handler is. A writer asking meanwhile waits at least
+    /// until the wake-up's end (the reader's own hold is placed when it
+    /// runs, in the simulator's order).
     pub(super) fn timed_wake(&mut self, t: u64, tid: usize, waker: usize) {
         self.m.set_floor(t);
         let mm = self.scheduler.thread(tid).mm();
