@@ -159,16 +159,17 @@ impl Sim {
 
     /// Advances the simulation by one event; returns false when none is left.
     pub fn step(&mut self) -> bool {
-        let (t, cpu) = match self.events.pop_next() {
-            None => return false,
-            Some(Next::Wake(t, tid, waker)) => {
-                self.stats.events += 1;
+        let Some(next) = self.events.pop_next() else {
+            return false;
+        };
+        self.stats.events += 1;
+        let (t, cpu) = match next {
+            Next::Wake(t, tid, waker) => {
                 self.timed_wake(t, tid, waker);
                 return true;
             }
-            Some(Next::Cpu((t, _, cpu))) => (t, cpu),
+            Next::Cpu((t, _, cpu)) => (t, cpu),
         };
-        self.stats.events += 1;
         if self.cfg.ncpus >= PREFETCH_FROM_CPUS {
             self.prefetch_upcoming();
         }

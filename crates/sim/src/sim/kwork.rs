@@ -495,8 +495,8 @@ impl Sim {
 
     /// Takes `mm`'s `mmap_lock` for reading for a fault, for `cpu` from
     /// `now` ([`Sim::mmap_read_trylock`]); or, where a writer holds it, the
-    /// fault is from user code (`may_sleep`) and the kernel's readers sleep
-    /// ([`Kernel::rwsem_readers_sleep`]), the reader's way into the wait
+    /// fault is from user code (`may_sleep`) and the run's readers sleep
+    /// ([`Sim::mmap_reader_sleeps`]), the reader's way into the wait
     /// queue: the failed trylock, `down_read`'s atomic add, which finds the
     /// writer, and in `rwsem_down_read_slowpath` the queue's `wait_lock` and
     /// the count's adjustment, each an atomic on the count's line (the
@@ -533,7 +533,6 @@ impl Sim {
         for _ in 0..3 {
             t = self.m.katomic(cpu, t, line);
         }
-        self.stats.mmap_lock_sleeps += 1;
         t
     }
 

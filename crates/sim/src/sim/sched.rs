@@ -185,6 +185,7 @@ impl Sim {
     /// wake-up at that release, by that writer's CPU ([`Sim::timed_wake`]).
     pub(super) fn sleep_on_mmap_lock(&mut self, cpu: usize, tid: usize, mm: MmId, now: u64) {
         let (until, waker) = self.kw.mmap_lock(mm).writer_release();
+        self.stats.mmap_lock_sleeps += 1;
         self.scheduler.sleep(cpu, tid, now);
         self.ev_seq += 1;
         self.events.push_wake(until.max(now), self.ev_seq, tid, waker);
