@@ -53,8 +53,12 @@
 //!   v5.11: [`crate::preset::Kernel::rwsem_readers_sleep`]); the sleep, its
 //!   timed wake-up by the writer's CPU ([`RwSem::writer_release`], one
 //!   reader after another) and the CPU's idle time are the engine's
-//!   (`sim/sched.rs`). Writers spin, as `rwsem_optimistic_spin` does while
-//!   a writer owner runs and for 10 to 25 us on readers.
+//!   (`sim/sched.rs`). Writers spin while a writer owner runs
+//!   (`rwsem_optimistic_spin`); on readers they spin as the kernel's do
+//!   ([`crate::preset::WriterSpin`]: until they leave, not at all, or for
+//!   (10 + readers/2) us) and then sleep in the wait queue until the last
+//!   reader's release wakes them, while the readers that come meanwhile
+//!   queue behind them (`sim/mmap_writer.rs`).
 //! - [`Mutex`], Linux's mutex (`kernel/locking/mutex.c`) with optimistic
 //!   spinning: a waiter spins on the owner field while the owner runs, which a
 //!   simulated kernel path always does, so a waiter never sleeps and the
@@ -63,12 +67,12 @@
 //!
 //! Not modelled: a waiter's spinning does not slow the holder (its reads of the
 //! lock word are of a line the holder is not writing); a sleeping mutex waiter's
-//! wake-up (never needed, see above); a writer that sleeps after spinning
-//! that long on readers; lock stealing by a CPU that arrives while a
-//! handoff is in flight.
+//! wake-up (never needed, see above); lock stealing by a CPU that arrives
+//! while a handoff is in flight, but for a reader's from v5.11.
 
 use crate::coherence::KLine;
 use crate::machine::Machine;
+use crate::preset::WriterSpin;
 use crate::timeline::Timeline;
 
 /// The hold intervals of a spinlock or a mutex, in simulated time, each with
@@ -166,7 +170,27 @@ pub struct RwSem {
     /// That waker's time after the last of its wake-ups of sleeping readers
     /// (`rwsem_wake`'s `wake_up_q` wakes them one after another).
     wake_until: u64,
+    /// The CPU of the reader whose release is `readers_until`: the waker of
+    /// a writer asleep until it.
+    last_reader: u32,
+    /// The latest read releases, in a ring: how many readers still hold it
+    /// at a time, up to the 30 a writer's spin limit counts.
+    releases: [u64; SPIN_READERS],
+    /// The ring's next slot.
+    next_release: u8,
+    /// When the first of the writers asleep in the wait queue behind
+    /// readers went into it, and how many sleep there (until each runs
+    /// again and takes the lock).
+    writer_queued: Option<(u64, u32)>,
+    /// Until when a writer that gave up spinning on the readers keeps the
+    /// writers after it from spinning on them (Linux's `RWSEM_NONSPINNABLE`
+    /// in the owner word: set while those readers hold it, cleared by the
+    /// last of them leaving with waiters queued or by a writer owner).
+    nonspinnable_until: u64,
 }
+
+/// The most readers a writer's spin limit counts (`rwsem_rspin_threshold`).
+pub const SPIN_READERS: usize = 30;
 
 impl RwSem {
     /// Records that a reader took it; returns whether the reader writes the
@@ -182,9 +206,10 @@ impl RwSem {
     }
 
     /// Records that a writer took it (`rwsem_set_owner` names the writer in
-    /// the owner word).
+    /// the owner word, clearing its flags).
     pub fn writer_owns(&mut self) {
         self.reader_owned = false;
+        self.nonspinnable_until = 0;
     }
 
     /// Takes the semaphore on `line` for reading by `cpu` asking at `t`; returns
@@ -212,7 +237,12 @@ impl RwSem {
     /// Releases a read hold at `t`; returns when `cpu` goes on.
     pub fn up_read(&mut self, m: &mut Machine, cpu: usize, line: KLine, t: u64) -> u64 {
         let done = m.katomic(cpu, t, line);
-        self.readers_until = self.readers_until.max(done);
+        if done >= self.readers_until {
+            self.readers_until = done;
+            self.last_reader = cpu as u32;
+        }
+        self.releases[usize::from(self.next_release)] = done;
+        self.next_release = ((usize::from(self.next_release) + 1) % SPIN_READERS) as u8;
         done
     }
 
@@ -281,6 +311,72 @@ impl RwSem {
     /// Returns whether a writer holds it (or is still releasing it) at `t`.
     pub fn write_held_at(&self, t: u64) -> bool {
         t < self.write_free
+    }
+
+    /// Where a writer asking at `t` would wait for readers: from when any
+    /// writer before it has gone until the last reader admitted before it
+    /// releases. `None` if no reader holds it then.
+    pub fn reader_wait(&self, t: u64) -> Option<(u64, u64)> {
+        let from = t.max(self.write_free);
+        (self.readers_until > from).then_some((from, self.readers_until))
+    }
+
+    /// How long a writer starting to spin on its readers at `t` spins
+    /// before it sleeps, in cycles of `cycles_per_ms`, under `spin`; `None`
+    /// if it spins until they leave. A writer that gives up sets the lock
+    /// non-spinnable ([`RwSem::give_up_spinning`]).
+    pub fn writer_spin_limit(&self, spin: WriterSpin, t: u64, cycles_per_ms: u64) -> Option<u64> {
+        match spin {
+            WriterSpin::Unbounded => None,
+            WriterSpin::Never => Some(0),
+            WriterSpin::Threshold if t < self.nonspinnable_until => Some(0),
+            WriterSpin::Threshold => {
+                // (20 + readers) / 2 us.
+                let readers = self.releases.iter().filter(|&&r| r > t).count() as u64;
+                Some((20 + readers) * cycles_per_ms / 2000)
+            }
+        }
+    }
+
+    /// A writer gave up spinning on the readers (`rwsem_set_nonspinnable`):
+    /// the writers after it do not spin on them while they hold it (v5.11's
+    /// `__up_read` clears the flag when the last leaves with waiters queued;
+    /// v5.3 to v5.10 keep it only until another reader writes the owner
+    /// word, which the model does not follow).
+    pub fn give_up_spinning(&mut self) {
+        self.nonspinnable_until = self.readers_until;
+    }
+
+    /// Returns whether a reader admitted before `t` still holds it then.
+    pub fn readers_hold_at(&self, t: u64) -> bool {
+        t < self.readers_until
+    }
+
+    /// Returns when the last reader admitted so far releases it and that
+    /// reader's CPU, which wakes a writer asleep until then (`up_read`'s
+    /// `rwsem_wake`).
+    pub fn readers_release(&self) -> (u64, usize) {
+        (self.readers_until, self.last_reader as usize)
+    }
+
+    /// A writer went to sleep in the wait queue at `t`, behind readers.
+    pub fn queue_writer(&mut self, t: u64) {
+        self.writer_queued = Some(self.writer_queued.map_or((t, 1), |(q, n)| (q.min(t), n + 1)));
+    }
+
+    /// A writer asleep in the wait queue runs again, to take it.
+    pub fn writer_unqueued(&mut self) {
+        self.writer_queued = match self.writer_queued {
+            Some((q, n)) if n > 1 => Some((q, n - 1)),
+            _ => None,
+        };
+    }
+
+    /// Returns whether a reader asking at `t` finds a writer asleep in the
+    /// wait queue ahead of it (`RWSEM_FLAG_WAITERS` with a writer first):
+    /// the reader queues behind it.
+    pub fn writer_queued_by(&self, t: u64) -> bool {
+        self.writer_queued.is_some_and(|(q, _)| q <= t)
     }
 }
 

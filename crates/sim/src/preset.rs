@@ -290,6 +290,22 @@ pub enum VmaLockFiles {
     All,
 }
 
+/// How long a Linux writer spins on a `rw_semaphore` its readers hold before
+/// it sleeps in the wait queue ([`Kernel::rwsem_writer_spin`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriterSpin {
+    /// Until they leave (the owner word names no reader: Linux before v4.8,
+    /// and FreeBSD's `sx`, as the model keeps it).
+    Unbounded,
+    /// Not at all: `rwsem_can_spin_on_owner` refuses a reader-owned lock
+    /// (v4.8 to v5.2, `rwsem-xadd.c`).
+    Never,
+    /// For (10 + readers/2) us, the readers counted up to 30
+    /// (`rwsem_rspin_threshold`, v5.3 on), and not at all once a writer has
+    /// given up on them (`RWSEM_NONSPINNABLE`).
+    Threshold,
+}
+
 impl Kernel {
     /// Returns whether a fault takes only its VMA's lock (Linux v6.4,
     /// "mm: introduce per-VMA lock" and the arch fault handlers that use it).
@@ -338,6 +354,38 @@ impl Kernel {
             Kernel::Linux(a, b) => (a, b) < (5, 3) || (a, b) >= (5, 11),
             Kernel::FreeBsd(_) => false,
         }
+    }
+
+    /// Returns how long a Linux `rw_semaphore` writer that finds readers
+    /// holding it spins before it sleeps in the wait queue (where `--set
+    /// rwsem_writer_sleep` leaves it on): before v4.8 the owner word names
+    /// no reader and `rwsem_optimistic_spin` goes on while it is empty;
+    /// from v4.8 ("locking/rwsem: Add reader-owned state to the owner
+    /// field": `RWSEM_READER_OWNED`, absent in v4.7.4 and present in
+    /// v4.8.15) `rwsem_can_spin_on_owner` refuses a reader-owned lock; from
+    /// v5.3 ("locking/rwsem: Enable time-based spinning on reader-owned
+    /// rwsem") it spins for `rwsem_rspin_threshold`, (10 + readers/2) us
+    /// with the readers counted up to 30, the same formula to v6.13.
+    /// FreeBSD's `sx` exclusive waiters spin on its sharers a bounded
+    /// number of loops (`asx_retries`, `asx_loops`), kept here as spinning
+    /// until they leave.
+    pub fn rwsem_writer_spin(self) -> WriterSpin {
+        match self {
+            Kernel::Linux(a, b) if (a, b) >= (5, 3) => WriterSpin::Threshold,
+            Kernel::Linux(a, b) if (a, b) >= (4, 8) => WriterSpin::Never,
+            _ => WriterSpin::Unbounded,
+        }
+    }
+
+    /// Returns whether a Linux `rw_semaphore` reader that finds a writer
+    /// asleep in the wait queue takes the lock anyway when no other reader
+    /// holds it (from v5.11, "locking/rwsem: Enable reader optimistic lock
+    /// stealing"); before, it queues behind the writer (before v5.3
+    /// `__down_read` finds the count negative; v5.3 to v5.10's readers
+    /// neither spin nor steal once the writer that gave up spinning has
+    /// set `RWSEM_RD_NONSPINNABLE`).
+    pub fn rwsem_readers_steal(self) -> bool {
+        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 11))
     }
 
     /// Returns whether a read trylock of a Linux `rw_semaphore`

@@ -103,6 +103,7 @@ mod memcg;
 mod memory;
 mod migrate;
 mod mmap;
+mod mmap_writer;
 #[cfg(test)]
 mod mprotect_tests;
 #[cfg(test)]
@@ -112,6 +113,8 @@ mod ptemem;
 mod reclaim;
 #[cfg(test)]
 mod rwsem_sleep_tests;
+#[cfg(test)]
+mod rwsem_writer_tests;
 mod sched;
 #[cfg(test)]
 mod sched_tests;
@@ -340,6 +343,9 @@ pub struct Stats {
     /// Readers of `mmap_lock` that slept in its wait queue behind a writer
     /// (faults and system calls, `sim/kwork.rs`).
     pub mmap_lock_sleeps: u64,
+    /// Writers of `mmap_lock` that slept in its wait queue behind readers
+    /// (`sim/mmap_writer.rs`).
+    pub mmap_writer_sleeps: u64,
     /// Cycles spent in the kernel's software costs that rest on estimates
     /// ([`KERNEL_ESTIMATES`]).
     pub estimated: EstimatedCycles,
@@ -720,7 +726,8 @@ impl Sim {
         crate::noise::next_tick(now, period, self.m.noise.tick_phase(period))
     }
 
-    /// Returns the cycles of a policy's timer tick (`HZ` = 1000).
+    /// Returns the cycles of a policy's timer tick (`HZ` = 1000): a
+    /// millisecond at the machine's clock.
     fn cycles_per_tick(&self) -> u64 {
         ((self.ghz() * 1e6) as u64).max(1)
     }

@@ -258,6 +258,18 @@ toggles! {
         default: |p| p.kernel.rwsem_readers_sleep(),
         linux_only: Some("whose sx readers spin on a running owner"),
     }
+    /// A writer of `mmap_lock` behind readers sleeps in its wait queue
+    /// (`crate::locks`, `sim/mmap_writer.rs`).
+    RWSEM_WRITER_SLEEP {
+        key: "rwsem_writer_sleep",
+        doc: "on|off: Linux machines only; an mmap, munmap, mprotect or fork that finds mmap_lock held by readers \
+         sleeps in its wait queue until the last reader's release wakes it, at once (v4.8 to v5.2: \
+         rwsem_can_spin_on_owner refuses a reader-owned lock) or after spinning (10 + readers/2) us (from v5.3, \
+         rwsem_rspin_threshold), or spins until they leave (off: before v4.8, whose owner word names no reader) \
+         (default: the run's kernel's, on from v4.8)",
+        default: |p| p.kernel.rwsem_writer_spin() != crate::preset::WriterSpin::Unbounded,
+        linux_only: Some("whose sx exclusive waiters spin on the sharers"),
+    }
     /// A zap first drains the CPU's LRU-add batch (`lru_add_drain()`,
     /// `sim/kwork.rs`).
     LRU_DRAIN {

@@ -244,6 +244,9 @@ pub(super) enum FaultLock {
 pub(super) struct KernelWork {
     /// Per address-space slot: its `mmap_lock`.
     mmap_locks: Vec<RwSem>,
+    /// Per address-space slot: the readers asleep behind a writer asleep in
+    /// its `mmap_lock`'s wait queue (`sim/mmap_writer.rs`).
+    queued_readers: Vec<Vec<usize>>,
     /// Per pipe: its mutex (`pipe->mutex`).
     pipes: Vec<Mutex>,
     /// Per node: its zone lock and its LRU lock.
@@ -311,6 +314,27 @@ impl KernelWork {
         self.features
     }
 
+    /// Returns the kernel whose paths these are.
+    pub(super) fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// `tid` sleeps behind the writer asleep in `mm`'s `mmap_lock` wait
+    /// queue, until that writer's release.
+    pub(super) fn queue_reader(&mut self, mm: MmId, tid: usize) {
+        let i = mm.index();
+        if self.queued_readers.len() <= i {
+            self.queued_readers.resize(i + 1, Vec::new());
+        }
+        self.queued_readers[i].push(tid);
+    }
+
+    /// Takes the readers asleep behind a writer in `mm`'s `mmap_lock` wait
+    /// queue, in the order they queued.
+    pub(super) fn take_queued_readers(&mut self, mm: MmId) -> Vec<usize> {
+        self.queued_readers.get_mut(mm.index()).map(std::mem::take).unwrap_or_default()
+    }
+
     /// Returns the folios a `folio_batch` holds in the kernel modelled
     /// ([`Kernel::lru_batch`]): the LRU-add batch's size, and reclaim's list
     /// of folios to free.
@@ -339,6 +363,7 @@ impl KernelWork {
         let bw_pages = ((bytes_per_cycle * BW_WINDOW as f64 / 4096.0) as u32).max(1);
         KernelWork {
             mmap_locks: Vec::new(),
+            queued_readers: Vec::new(),
             pipes: Vec::new(),
             zone: vec![SpinLock::default(); nodes],
             lru_lock: vec![SpinLock::default(); nodes],
@@ -512,9 +537,11 @@ impl Sim {
     /// Returns whether a reader of `mm`'s `mmap_lock` asking at `now` goes
     /// to sleep in its wait queue: a writer holds it (or waits for it, its
     /// hold placed already) and the run's readers sleep (`--set
-    /// rwsem_reader_sleep`, by default [`Kernel::rwsem_readers_sleep`]).
+    /// rwsem_reader_sleep`, by default [`Kernel::rwsem_readers_sleep`]), or
+    /// a writer sleeps in the queue ahead of it ([`Sim::writer_queued`]).
     pub(super) fn mmap_reader_sleeps(&mut self, mm: MmId, now: u64) -> bool {
-        self.kw.features.on(RWSEM_READER_SLEEP) && self.kw.mmap_lock(mm).write_held_at(now)
+        (self.kw.features.on(RWSEM_READER_SLEEP) && self.kw.mmap_lock(mm).write_held_at(now))
+            || self.writer_queued(mm, now)
     }
 
     /// The way of a reader of `mm`'s `mmap_lock` on `cpu` into its wait

@@ -89,6 +89,7 @@
 //!   utilisations and runnable averages (`crate::sched::group`,
 //!   `crate::sched::busiest`).
 
+use super::syscall::mmap_lock_mode;
 use super::*;
 use crate::toggle::TTWU_QUEUE;
 use tlbkit_policy::Tick;
@@ -182,17 +183,26 @@ impl Sim {
 
     /// Puts `tid`, running on `cpu`, to sleep at `now` in the wait queue of
     /// `mm`'s `mmap_lock` until the writer holding it releases it: a timed
-    /// wake-up at that release, by that writer's CPU ([`Sim::timed_wake`]).
+    /// wake-up at that release, by that writer's CPU ([`Sim::timed_wake`]);
+    /// behind a writer asleep in the queue, at that writer's release
+    /// (`sim/mmap_writer.rs`).
     pub(super) fn sleep_on_mmap_lock(&mut self, cpu: usize, tid: usize, mm: MmId, now: u64) {
-        let (until, waker) = self.kw.mmap_lock(mm).writer_release();
         self.stats.mmap_lock_sleeps += 1;
         self.scheduler.sleep(cpu, tid, now);
+        if self.writer_queued(mm, now) {
+            // Behind a writer asleep in the queue, whose release is not
+            // known yet: it wakes this reader when it releases.
+            self.kw.queue_reader(mm, tid);
+            return;
+        }
+        let (until, waker) = self.kw.mmap_lock(mm).writer_release();
         self.ev_seq += 1;
         self.events.push_wake(until.max(now), self.ev_seq, tid, waker);
     }
 
     /// The writer's release on `waker` wakes `tid`, asleep in its address
-    /// space's `mmap_lock` wait queue, at `t` (`rwsem_wake`: `rwsem_mark_wake`
+    /// space's `mmap_lock` wait queue, at `t` (a writer asleep there is
+    /// woken by its last reader instead, [`Sim::wake_writer`]) (`rwsem_wake`: `rwsem_mark_wake`
     /// grants the read lock to the readers it wakes, and `wake_up_q` wakes
     /// them one after another). The waker reads the wakee's task and wakes
     /// it as any waker does ([`Sim::wake`]), after its wake-up of the reader
@@ -202,6 +212,9 @@ impl Sim {
     /// runs, in the simulator's order).
     pub(super) fn timed_wake(&mut self, t: u64, tid: usize, waker: usize) {
         self.m.set_floor(t);
+        if self.scheduler.thread(tid).locked_sys().and_then(mmap_lock_mode) == Some(true) {
+            return self.wake_writer(t, tid, waker);
+        }
         let mm = self.scheduler.thread(tid).mm();
         let start = self.kw.mmap_lock(mm).next_wake(t);
         let read = self.kaccess(waker, self.scheduler.thread(tid).tstruct(), start);

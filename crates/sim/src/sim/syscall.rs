@@ -6,9 +6,25 @@ use super::*;
 /// `-ENOMEM` as a system call returns it to user space.
 const ENOMEM: u64 = (-12i64) as u64;
 
+/// Returns how system call `s` takes its address space's `mmap_lock`: for
+/// writing (`Some(true)`) while the VMAs change, for reading while only
+/// their pages do; `None` if it does not.
+pub(super) fn mmap_lock_mode(s: &Sys) -> Option<bool> {
+    match s {
+        Sys::Mmap { .. }
+        | Sys::MmapFile { .. }
+        | Sys::MmapFixed { .. }
+        | Sys::Mprotect { .. }
+        | Sys::Fork(_)
+        | Sys::ForkOn(..)
+        | Sys::Munmap { .. } => Some(true),
+        Sys::Madvise { .. } | Sys::MadvisePageout { .. } => Some(false),
+        _ => None,
+    }
+}
+
 impl Sim {
     pub(super) fn syscall(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
-        let c = self.m.costs;
         let mm = self.scheduler.thread(tid).mm();
         if mm.is_kernel()
             && matches!(
@@ -45,20 +61,7 @@ impl Sim {
             // other CPUs have long evicted from the host's cache.
             self.m.tlb_whole(cpu).prefetch_asid(self.m.cpus[cpu].asid);
         }
-        // mmap_lock: for writing while the VMAs change, for reading while only
-        // their pages do; munmap writes, then reads while it zaps.
-        let lock = match s {
-            Sys::Mmap { .. }
-            | Sys::MmapFile { .. }
-            | Sys::MmapFixed { .. }
-            | Sys::Mprotect { .. }
-            | Sys::Fork(_)
-            | Sys::ForkOn(..)
-            | Sys::Munmap { .. } => Some(true),
-            Sys::Madvise { .. } | Sys::MadvisePageout { .. } => Some(false),
-            _ => None,
-        };
-        let Some(write) = lock else {
+        let Some(write) = mmap_lock_mode(&s) else {
             return self.syscall_body(cpu, tid, s, now);
         };
         if !write && self.mmap_reader_sleeps(mm, now) {
@@ -70,6 +73,24 @@ impl Sim {
             self.sleep_on_mmap_lock(cpu, tid, mm, t);
             return t;
         }
+        if write {
+            if let Some(t) = self.mmap_writer_sleeps(mm, now) {
+                // mmap_write_lock behind readers: the writer sleeps in the
+                // wait queue until the last reader's release wakes it
+                // (sim/mmap_writer.rs).
+                self.scheduler.thread_mut(tid).sys_asleep(s);
+                return self.sleep_behind_readers(cpu, tid, mm, t);
+            }
+        }
+        self.syscall_locked(cpu, tid, s, write, now)
+    }
+
+    /// Runs system call `s` of `tid` on `cpu` from `now` under its address
+    /// space's `mmap_lock`, taken for writing (`write`) or reading: munmap
+    /// writes, then reads while it zaps. Returns when `cpu` goes on.
+    pub(super) fn syscall_locked(&mut self, cpu: usize, tid: usize, s: Sys, write: bool, now: u64) -> u64 {
+        let c = self.m.costs;
+        let mm = self.scheduler.thread(tid).mm();
         let mut now = self.mmap_lock(cpu, mm, write, now);
         let mut write = write;
         if let Sys::Munmap { .. } = s {
@@ -82,9 +103,13 @@ impl Sim {
     }
 
     /// Runs on system call `s` of `tid` on `cpu` from `now`, after its sleep in
-    /// `mmap_lock`'s wait queue: it holds the read lock its waker granted
-    /// (`rwsem_mark_wake`), runs its body and releases the lock.
+    /// `mmap_lock`'s wait queue: a reader holds the read lock its waker
+    /// granted (`rwsem_mark_wake`), runs its body and releases the lock; a
+    /// writer takes the lock first ([`Sim::writer_granted`]).
     pub(super) fn syscall_granted(&mut self, cpu: usize, tid: usize, s: Sys, now: u64) -> u64 {
+        if mmap_lock_mode(&s) == Some(true) {
+            return self.writer_granted(cpu, tid, s, now);
+        }
         let mm = self.scheduler.thread(tid).mm();
         let end = match s {
             Sys::Madvise { va, pages } | Sys::MadvisePageout { va, pages }

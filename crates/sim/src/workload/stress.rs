@@ -41,7 +41,11 @@
 //! stay out of the other threads' `munmap` and `mprotect` until the toucher
 //! decides its next operation (a touch that faults returns to the task and
 //! restarts after the fault's unlock, a later event, so other threads run in
-//! between), so no operation faults on a page another thread removed. The last thread of each process exits last
+//! between). A mapping change (`munmap`, `mprotect`, `mmap(MAP_FIXED)`, and a
+//! `fork`'s copy of the whole region) may sleep on `mmap_lock` behind readers
+//! and take effect well after it was chosen, so until its thread decides
+//! again the other threads choose nothing on its pages but a yield. So no
+//! operation faults on a page another thread removed. The last thread of each process exits last
 //! and tears the address space down while the CPUs its threads ran on may still
 //! have it loaded lazily; its page-table pages are freed when no CPU's root
 //! points at it any more, which the oracle's freed-table check judges.
@@ -129,8 +133,23 @@ struct Region {
     base: u64,
     /// Each page's state.
     pages: Vec<PageState>,
-    /// The touches under way: first page, pages, and the thread's index.
-    busy: Vec<(u64, u64, u64)>,
+    /// The operations under way: first page, pages, the thread's index,
+    /// and whether it is a system call that changes the mappings (else a
+    /// touch).
+    busy: Vec<Busy>,
+}
+
+/// An operation under way on a range of the region, from its thread's
+/// choice to that thread's next choice.
+#[derive(Clone, Copy)]
+struct Busy {
+    first: u64,
+    len: u64,
+    thread: u64,
+    /// A system call that changes the mappings (which, asleep on
+    /// `mmap_lock`, may take effect well after it was chosen) rather than
+    /// a touch.
+    sys: bool,
 }
 
 impl Region {
@@ -287,27 +306,40 @@ impl Worker {
         let mut r = region.borrow_mut();
         let n = r.pages.len() as u64;
         if std::mem::take(&mut self.remap_all) {
+            // No other thread chose anything while the region was unmapped
+            // by this one: each found the whole of it under way.
             r.set(0, n, PageState::Writable);
+            r.busy.push(Busy { first: 0, len: n, thread: self.id, sys: true });
             return Op::Sys(Sys::MmapFixed { va: r.base, pages: n, write: true });
         }
         let rng = &mut self.rng;
         let (first, len) = r.pick(rng);
         let dice = rng.below(100);
         let me = self.id;
-        // Whether another thread's touch under way covers any of the pages.
-        let touched = |r: &Region, first: u64, len: u64| {
-            r.busy.iter().any(|&(f, l, id)| id != me && f < first + len && first < f + l)
+        // Whether another thread's operation under way covers any of the
+        // pages: any (`touches`), or only its system calls.
+        let under_way = |r: &Region, first: u64, len: u64, touches: bool| {
+            r.busy
+                .iter()
+                .any(|b| b.thread != me && (b.sys || touches) && b.first < first + len && first < b.first + b.len)
         };
         let op = match dice {
+            // Nothing waits on another thread's mapping change: it may not have
+            // taken effect yet.
+            0..=34 | 63..=74 | 78..=82
+                if under_way(&r, first, len, false) || (dice >= 78 && under_way(&r, 0, n, false)) =>
+            {
+                Some(Op::Sys(Sys::Yield))
+            }
             0..=34 => {
                 let op = r.touch(first, len, rng.below(2) == 0);
                 if let Some(Op::Touch { va, pages, .. }) = &op {
                     let at = (va - r.base) / 4096;
-                    r.busy.push((at, *pages, me));
+                    r.busy.push(Busy { first: at, len: *pages, thread: me, sys: false });
                 }
                 op
             }
-            35..=54 | 75..=77 if touched(&r, first, len) || (dice >= 75 && touched(&r, 0, n)) => {
+            35..=62 | 75..=77 if under_way(&r, first, len, true) || (dice >= 75 && under_way(&r, 0, n, true)) => {
                 Some(Op::Sys(Sys::Yield))
             }
             35..=44 => {
@@ -337,13 +369,31 @@ impl Worker {
             86..=91 => Some(Op::Sys(Sys::Yield)),
             _ => None,
         };
-        op.unwrap_or_else(|| {
+        let op = op.unwrap_or_else(|| {
             // Nothing of that kind fits the sub-range now: map its chunk afresh
-            // (a MAP_FIXED replacement, which zaps what the chunk held).
+            // (a MAP_FIXED replacement, which zaps what the chunk held), unless
+            // another thread's mapping change is under way there.
             let (cf, cl) = r.chunk(first / CHUNK);
+            if under_way(&r, cf, cl, false) {
+                return Op::Sys(Sys::Yield);
+            }
             r.set(cf, cl, PageState::Writable);
             Op::Sys(Sys::MmapFixed { va: r.va(cf), pages: cl, write: true })
-        })
+        });
+        // A mapping change stays under way until this thread's next choice; a
+        // fork's copy is of the whole region as it is when the fork runs,
+        // which the child's view must match.
+        let changed = match &op {
+            Op::Sys(Sys::Munmap { va, pages } | Sys::Mprotect { va, pages, .. } | Sys::MmapFixed { va, pages, .. }) => {
+                Some(((va - r.base) / 4096, *pages))
+            }
+            Op::Sys(Sys::Fork(_)) => Some((0, n)),
+            _ => None,
+        };
+        if let Some((first, len)) = changed {
+            r.busy.push(Busy { first, len, thread: me, sys: true });
+        }
+        op
     }
 }
 
@@ -359,7 +409,7 @@ impl Program for Worker {
         // Its last touch, if any, is over.
         if let Some(region) = &self.region {
             let me = self.id;
-            region.borrow_mut().busy.retain(|b| b.2 != me);
+            region.borrow_mut().busy.retain(|b| b.thread != me);
         }
         if self.leader {
             if let Some(op) = self.setup_op(ret) {

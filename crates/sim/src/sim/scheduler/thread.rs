@@ -239,7 +239,7 @@ impl Thread {
     }
 
     /// Its system call `s` slept in `mmap_lock`'s wait queue: it runs on after
-    /// the wake-up, holding the read lock.
+    /// the wake-up, holding the read lock (a writer: taking the lock).
     #[inline]
     pub(in crate::sim) fn sys_asleep(&mut self, s: Sys) {
         self.locked_sys = Some(s);
@@ -257,7 +257,14 @@ impl Thread {
         std::mem::take(&mut self.granted)
     }
 
-    /// Takes the system call to run on with the read lock granted, if any.
+    /// Returns the system call asleep in `mmap_lock`'s wait queue, if any.
+    #[inline]
+    pub(in crate::sim) fn locked_sys(&self) -> Option<&Sys> {
+        self.locked_sys.as_ref()
+    }
+
+    /// Takes the system call to run on after its sleep in `mmap_lock`'s
+    /// wait queue, if any.
     #[inline]
     pub(in crate::sim) fn take_locked_sys(&mut self) -> Option<Sys> {
         self.locked_sys.take()
