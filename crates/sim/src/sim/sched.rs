@@ -200,11 +200,11 @@ impl Sim {
         self.events.push_wake(until.max(now), self.ev_seq, tid, waker);
     }
 
-    /// The writer's release on `waker` wakes `tid`, asleep in its address
-    /// space's `mmap_lock` wait queue, at `t` (a writer asleep there is
-    /// woken by its last reader instead, [`Sim::wake_writer`]) (`rwsem_wake`: `rwsem_mark_wake`
-    /// grants the read lock to the readers it wakes, and `wake_up_q` wakes
-    /// them one after another). The waker reads the wakee's task and wakes
+    /// The writer's release on `waker` wakes `tid`, a reader asleep in its
+    /// address space's `mmap_lock` wait queue, at `t` (`rwsem_wake`:
+    /// `rwsem_mark_wake` grants the read lock to the readers it wakes, and
+    /// `wake_up_q` wakes them one after another); a writer asleep there is
+    /// woken by its last reader instead ([`Sim::wake_writer`]). The waker reads the wakee's task and wakes
     /// it as any waker does ([`Sim::wake`]), after its wake-up of the reader
     /// before; what that costs it is taken from its next operation, as an
     /// interrupt's handler is. A writer asking meanwhile waits at least
