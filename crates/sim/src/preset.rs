@@ -385,7 +385,7 @@ impl Kernel {
     /// neither spin nor steal once the writer that gave up spinning has
     /// set `RWSEM_RD_NONSPINNABLE`).
     pub fn rwsem_readers_steal(self) -> bool {
-        matches!(self, Kernel::Linux(a, b) if (a, b) >= (5, 11))
+        self.linux_from(5, 11)
     }
 
     /// Returns whether a read trylock of a Linux `rw_semaphore`

@@ -75,20 +75,34 @@ fn run(kernel: Kernel, madvise: bool) -> Outcome {
     run_with(kernel, madvise, None)
 }
 
-/// [`run`] with `--set rwsem_reader_sleep` given as `sleep`.
-fn run_with(kernel: Kernel, madvise: bool, sleep: Option<bool>) -> Outcome {
+/// A `skylake` machine of `cpus` CPUs under `kernel` and `choices` running
+/// `program` until its first mark: the simulator, the program's thread, its
+/// address space and the mark's time (where a test places another CPU's
+/// hold of `mmap_lock`).
+pub(super) fn at_mark(
+    kernel: Kernel,
+    cpus: usize,
+    choices: KernelChoices,
+    program: Box<dyn Program>,
+) -> (Sim, usize, MmId, u64) {
     let mut p = preset::named("skylake");
     p.kernel = kernel;
-    let choices = KernelChoices::default().with(RWSEM_READER_SLEEP, sleep);
-    let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel: choices, ..SimConfig::quiet(p, 2, 1) };
-    let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
-    let tid = sim.spawn(Box::new(ReaderAfterMark::new(1, false, madvise).0)).unwrap();
+    let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel: choices, ..SimConfig::quiet(p, cpus, 1) };
+    let mut sim = Sim::new(cfg, LinuxX86::new(cpus, 4, true));
+    let tid = sim.spawn(program).unwrap();
     while sim.marks.is_empty() {
-        assert!(sim.step(), "the reader never reached its mark");
+        assert!(sim.step(), "the program never reached its mark");
     }
-    let (mm, cpu) = (sim.scheduler.thread(tid).mm(), sim.scheduler.thread(tid).cpu());
-    assert_eq!(cpu, 0);
-    let at = sim.marks[0].1;
+    let (mm, at) = (sim.scheduler.thread(tid).mm(), sim.marks[0].1);
+    (sim, tid, mm, at)
+}
+
+/// [`run`] with `--set rwsem_reader_sleep` given as `sleep`.
+fn run_with(kernel: Kernel, madvise: bool, sleep: Option<bool>) -> Outcome {
+    let choices = KernelChoices::default().with(RWSEM_READER_SLEEP, sleep);
+    let program = Box::new(ReaderAfterMark::new(1, false, madvise).0);
+    let (mut sim, tid, mm, at) = at_mark(kernel, 2, choices, program);
+    assert_eq!(sim.scheduler.thread(tid).cpu(), 0);
     let line = sim.kw.mm_word(mm, |l| l.count);
     let sem = sim.kw.mmap_lock(mm);
     let held = sem.down_write(&mut sim.m, 1, line, at);
@@ -139,18 +153,9 @@ fn a_system_call_behind_a_writer_sleeps_and_runs_on_after_the_release() {
 
 #[test]
 fn an_advice_whose_range_lost_a_page_while_it_slept_advises_the_rest_and_returns_enomem() {
-    let mut p = preset::named("skylake");
-    p.kernel = Kernel::Linux(6, 13);
-    let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(p, 2, 1) };
-    let mut sim = Sim::new(cfg, LinuxX86::new(2, 4, true));
     let (program, ret) = ReaderAfterMark::new(2, true, true);
-    let tid = sim.spawn(Box::new(program)).unwrap();
-    while sim.marks.is_empty() {
-        assert!(sim.step(), "the thread never reached its mark");
-    }
-    let mm = sim.scheduler.thread(tid).mm();
+    let (mut sim, _, mm, at) = at_mark(Kernel::Linux(6, 13), 2, KernelChoices::default(), Box::new(program));
     let va = sim.kern.mm(mm).vmas().iter().find(|v| v.pages == 2).unwrap().start;
-    let at = sim.marks[0].1;
     // Another thread's munmap of the second page, then a writer's long hold.
     let line = sim.kw.mm_word(mm, |l| l.count);
     let held = sim.kw.mmap_lock(mm).down_write(&mut sim.m, 1, line, at);

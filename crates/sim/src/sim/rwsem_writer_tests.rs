@@ -3,10 +3,10 @@
 //! reader's CPU wakes it, and the readers that come while it sleeps queue
 //! behind it until its release.
 
+use super::rwsem_sleep_tests::at_mark;
 use super::*;
 use crate::preset::{self, Kernel};
 use crate::toggle::RWSEM_WRITER_SLEEP;
-use tlbkit_policy::asid::LinuxX86;
 
 /// Maps a page, starts a thread on CPU 2 that computes `reader_after`
 /// cycles and then writes that page (a fault, a reader of `mmap_lock`) if
@@ -69,17 +69,8 @@ struct Outcome {
 }
 
 fn run(kernel: Kernel, hold: u64, sleep: Option<bool>, reader_after: Option<u64>) -> Outcome {
-    let mut p = preset::named("skylake");
-    p.kernel = kernel;
     let choices = KernelChoices::default().with(RWSEM_WRITER_SLEEP, sleep);
-    let cfg = SimConfig { max_mms: 4, max_events: 10_000, kernel: choices, ..SimConfig::quiet(p, 3, 1) };
-    let mut sim = Sim::new(cfg, LinuxX86::new(3, 4, true));
-    let tid = sim.spawn(Box::new(WriterAfterMark { step: 0, reader_after })).unwrap();
-    while sim.marks.is_empty() {
-        assert!(sim.step(), "the writer never reached its mark");
-    }
-    let mm = sim.scheduler.thread(tid).mm();
-    let at = sim.marks[0].1;
+    let (mut sim, _, mm, at) = at_mark(kernel, 3, choices, Box::new(WriterAfterMark { step: 0, reader_after }));
     let line = sim.kw.mm_word(mm, |l| l.count);
     let sem = sim.kw.mmap_lock(mm);
     let held = sem.down_read(&mut sim.m, 1, line, at);
@@ -159,17 +150,9 @@ fn a_reader_that_comes_while_a_writer_sleeps_queues_behind_it_until_its_release(
 fn from_v5_11_a_reader_takes_the_lock_from_a_sleeping_writer_when_no_other_reader_holds_it() {
     for (kernel, steals) in [(Kernel::Linux(4, 19), false), (Kernel::Linux(5, 10), false), (Kernel::Linux(6, 13), true)]
     {
-        let mut p = preset::named("skylake");
-        p.kernel = kernel;
-        let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(p, 3, 1) };
-        let mut sim = Sim::new(cfg, LinuxX86::new(3, 4, true));
-        let tid = sim.spawn(Box::new(WriterAfterMark { step: 0, reader_after: None })).unwrap();
-        while sim.marks.is_empty() {
-            assert!(sim.step(), "the writer never reached its mark");
-        }
-        let mm = sim.scheduler.thread(tid).mm();
+        let program = Box::new(WriterAfterMark { step: 0, reader_after: None });
+        let (mut sim, _, mm, at) = at_mark(kernel, 3, KernelChoices::default(), program);
         let line = sim.kw.mm_word(mm, |l| l.count);
-        let at = sim.marks[0].1;
         let sem = sim.kw.mmap_lock(mm);
         let held = sem.down_read(&mut sim.m, 1, line, at);
         let release = sem.up_read(&mut sim.m, 1, line, held + us(100));
