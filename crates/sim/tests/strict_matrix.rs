@@ -1,4 +1,4 @@
-//! Issue 4's acceptance matrix: every registered policy runs every registered
+//! The acceptance matrix: every registered policy runs every registered
 //! workload at 2, 4 and 32 CPUs with migration on and no violation under
 //! `--strict`.
 //!

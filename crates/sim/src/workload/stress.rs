@@ -61,12 +61,11 @@
 //! copy-on-write faults after a fork), the whole-mm flush (`flush_mm`: the fork's
 //! write-protection of a running multi-threaded parent, and exit teardowns, with
 //! freed tables on x86 Linux), and the kernel-range flush. With the defaults at 4
-//! CPUs and the strict matrix's settings (seed 11, migration on, speculation
-//! 0.2) the x86 policies' user flushes send 166 to 172 IPIs, where each seed
-//! workload with the strict matrix's parameters sends 0 to 3, and a range flush
-//! that invalidates only on the calling CPU is caught by this workload and, on
-//! x86, by no origin's (on arm64 `redis_like`'s threads catch it too;
-//! `crates/sim/tests/stress.rs`).
+//! CPUs and the strict matrix's settings (`westmere`, seed 11, migration on,
+//! speculation 0.2) the x86 policies send 123 to 202 IPIs (`ipis_sent`: their
+//! flushes' and the wake-ups'), and a range flush that invalidates only on the
+//! calling CPU is caught by this workload and, on x86, by no origin's (on arm64
+//! `redis_like`'s threads catch it too; `crates/sim/tests/stress.rs`).
 //!
 //! Not reached, because the simulated kernel does not model them: reclaim
 //! (`try_to_unmap` and [`tlbkit_policy::Policy::flush_batch`]), and the freeing of page-table
