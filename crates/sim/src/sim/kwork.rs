@@ -531,7 +531,7 @@ impl Sim {
         if !(may_sleep && self.mmap_reader_sleeps(mm, now)) {
             return (self.mmap_read_trylock(cpu, mm, now), FaultLock::Mmap);
         }
-        (self.mmap_read_queue(cpu, mm, true, now), FaultLock::Asleep)
+        (self.mmap_lock_queue(cpu, mm, true, now), FaultLock::Asleep)
     }
 
     /// Returns whether a reader of `mm`'s `mmap_lock` asking at `now` goes
@@ -544,13 +544,14 @@ impl Sim {
             || self.writer_queued(mm, now)
     }
 
-    /// The way of a reader of `mm`'s `mmap_lock` on `cpu` into its wait
-    /// queue from `now`, behind the writer holding it: a fault's failed
-    /// trylock first (`trylock`: its load or failed exchange,
+    /// The way of a waiter for `mm`'s `mmap_lock` on `cpu` into its wait
+    /// queue from `now`: a reader's behind the writer holding it, a fault's
+    /// failed trylock first (`trylock`: its load or failed exchange,
     /// [`crate::preset::Kernel::read_trylock_loads_first`]), then three
-    /// atomics on the count's line ([`Sim::mmap_read_fault`]). Returns when
-    /// the reader goes to sleep.
-    pub(super) fn mmap_read_queue(&mut self, cpu: usize, mm: MmId, trylock: bool, now: u64) -> u64 {
+    /// atomics on the count's line ([`Sim::mmap_read_fault`]); a writer's
+    /// behind readers, the same three (`sim/mmap_writer.rs`). Returns when
+    /// the waiter goes to sleep.
+    pub(super) fn mmap_lock_queue(&mut self, cpu: usize, mm: MmId, trylock: bool, now: u64) -> u64 {
         let line = self.kw.mm_word(mm, |l| l.count);
         let mut t = match (trylock, self.kw.kernel.read_trylock_loads_first()) {
             (false, _) => now,

@@ -65,7 +65,7 @@ impl Sim {
     /// a timed wake-up at the last reader's release by that reader's CPU.
     /// Returns when it sleeps.
     pub(super) fn sleep_behind_readers(&mut self, cpu: usize, tid: usize, mm: MmId, now: u64) -> u64 {
-        let t = self.mmap_read_queue(cpu, mm, false, now);
+        let t = self.mmap_lock_queue(cpu, mm, false, now);
         let sem = self.kw.mmap_lock(mm);
         sem.queue_writer(t);
         let (until, waker) = sem.readers_release();

@@ -68,7 +68,7 @@ impl Sim {
             // mmap_read_lock behind a writer: the reader sleeps in the wait
             // queue and runs on, holding the read lock, after the writer's
             // release wakes it (syscall_granted).
-            let t = self.mmap_read_queue(cpu, mm, false, now);
+            let t = self.mmap_lock_queue(cpu, mm, false, now);
             self.scheduler.thread_mut(tid).sys_asleep(s);
             self.sleep_on_mmap_lock(cpu, tid, mm, t);
             return t;
