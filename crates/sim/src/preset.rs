@@ -346,8 +346,8 @@ impl Kernel {
     /// `__rwsem_down_read_failed_common` always queues and sleeps; only
     /// writers spin) and from v5.11 (617f3ef95177, "locking/rwsem: Remove
     /// reader optimistic spinning"); v5.3 to v5.10 spin on a writer owner
-    /// that runs ("locking/rwsem: Enable readers spinning on writer"), as the
-    /// model's writers always do. FreeBSD's `sx` shared waiters spin while
+    /// that runs ("locking/rwsem: Enable readers spinning on writer"), as
+    /// the model's writers do. FreeBSD's `sx` shared waiters spin while
     /// the exclusive owner runs (`ADAPTIVE_SX`, `sys/kern/kern_sx.c`).
     pub fn rwsem_readers_sleep(self) -> bool {
         match self {

@@ -25,11 +25,12 @@
 //! charged; it changes no time.
 //!
 //! What differs from Linux: a kernel path that spins for a lock (a pipe's
-//! mutex, a writer of `mmap_lock`, a reader of it on the kernels whose readers
-//! spin) keeps its CPU and the wait counts whole, as Linux's optimistic
-//! spinning does, but never gives up and sleeps; a reader that sleeps in
-//! `mmap_lock`'s wait queue leaves its CPU and is charged nothing meanwhile
-//! (its timed wake-up is an event of its own, in `Events`); and the switch
+//! mutex, a writer of `mmap_lock` on a writer, a reader of it on the kernels
+//! whose readers spin) keeps its CPU and the wait counts whole, as Linux's
+//! optimistic spinning does, but never gives up and sleeps; a reader or a
+//! writer that sleeps in `mmap_lock`'s wait queue leaves its CPU and is
+//! charged nothing meanwhile (its timed wake-up is an event of its own, in
+//! `Events`); and the switch
 //! onto a thread of an idle CPU is charged whole, where Linux charges the
 //! part before the switch to the idle task.
 

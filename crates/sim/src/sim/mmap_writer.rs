@@ -27,7 +27,7 @@
 //! a second writer queues by its own test of the readers, not behind the first.
 
 use super::*;
-use crate::preset::{Kernel, WriterSpin};
+use crate::preset::WriterSpin;
 use crate::toggle::RWSEM_WRITER_SLEEP;
 
 impl Sim {
@@ -38,12 +38,11 @@ impl Sim {
         if !self.kw.features().on(RWSEM_WRITER_SLEEP) {
             return None;
         }
-        let spin = match self.kw.kernel() {
-            Kernel::Linux(..) => match self.kw.kernel().rwsem_writer_spin() {
-                WriterSpin::Unbounded => WriterSpin::Never,
-                spin => spin,
-            },
-            Kernel::FreeBsd(_) => return None,
+        // On (it is refused on FreeBSD): a kernel whose writers spin on
+        // until the readers leave sleeps at once, as v4.8 to v5.2 do.
+        let spin = match self.kw.kernel().rwsem_writer_spin() {
+            WriterSpin::Unbounded => WriterSpin::Never,
+            spin => spin,
         };
         let cycles_per_ms = self.cycles_per_tick();
         let sem = self.kw.mmap_lock(mm);
@@ -71,20 +70,8 @@ impl Sim {
         let (until, waker) = sem.readers_release();
         self.stats.mmap_writer_sleeps += 1;
         self.scheduler.sleep(cpu, tid, t);
-        self.ev_seq += 1;
-        self.events.push_wake(until.max(t), self.ev_seq, tid, waker);
+        self.arm_wake(until.max(t), tid, waker);
         t
-    }
-
-    /// The last reader's release on `waker` wakes `tid`, a writer asleep in
-    /// `mm`'s `mmap_lock` wait queue, at `t`: the waker reads the task and
-    /// wakes it ([`Sim::wake`]); what that costs it is taken from its next
-    /// operation, as an interrupt's handler is.
-    pub(super) fn wake_writer(&mut self, t: u64, tid: usize, waker: usize) {
-        let read = self.kaccess(waker, self.scheduler.thread(tid).tstruct(), t);
-        let end = self.wake(tid, waker, read, false);
-        self.m.cpus[waker].stolen += end - t;
-        self.m.cpus[waker].irq_stolen += end - t;
     }
 
     /// Returns whether a reader of `mm`'s `mmap_lock` asking at `now` finds
@@ -120,8 +107,7 @@ impl Sim {
     fn wake_queued_readers(&mut self, mm: MmId) {
         let (until, waker) = self.kw.mmap_lock(mm).writer_release();
         for tid in self.kw.take_queued_readers(mm) {
-            self.ev_seq += 1;
-            self.events.push_wake(until, self.ev_seq, tid, waker);
+            self.arm_wake(until, tid, waker);
         }
     }
 }

@@ -196,34 +196,48 @@ impl Sim {
             return;
         }
         let (until, waker) = self.kw.mmap_lock(mm).writer_release();
+        self.arm_wake(until.max(now), tid, waker);
+    }
+
+    /// Arms a timed wake-up of `tid`, asleep in a `mmap_lock` wait queue, by
+    /// `waker`'s CPU at `t` ([`Sim::timed_wake`]).
+    pub(super) fn arm_wake(&mut self, t: u64, tid: usize, waker: usize) {
         self.ev_seq += 1;
-        self.events.push_wake(until.max(now), self.ev_seq, tid, waker);
+        self.events.push_wake(t, self.ev_seq, tid, waker);
     }
 
     /// The writer's release on `waker` wakes `tid`, a reader asleep in its
     /// address space's `mmap_lock` wait queue, at `t` (`rwsem_wake`:
     /// `rwsem_mark_wake` grants the read lock to the readers it wakes, and
     /// `wake_up_q` wakes them one after another); a writer asleep there is
-    /// woken by its last reader instead ([`Sim::wake_writer`]). The waker reads the wakee's task and wakes
-    /// it as any waker does ([`Sim::wake`]), after its wake-up of the reader
-    /// before; what that costs it is taken from its next operation, as an
-    /// interrupt's handler is. A writer asking meanwhile waits at least
-    /// until the wake-up's end (the reader's own hold is placed when it
-    /// runs, in the simulator's order).
+    /// woken by its last reader instead. The waker wakes the reader after
+    /// its wake-up of the reader before ([`Sim::wake_from_queue`]). A writer
+    /// asking meanwhile waits at least until the wake-up's end (the reader's
+    /// own hold is placed when it runs, in the simulator's order).
     pub(super) fn timed_wake(&mut self, t: u64, tid: usize, waker: usize) {
         self.m.set_floor(t);
         if self.scheduler.thread(tid).locked_sys().and_then(mmap_lock_mode) == Some(true) {
-            return self.wake_writer(t, tid, waker);
+            self.wake_from_queue(tid, waker, t);
+            return;
         }
         let mm = self.scheduler.thread(tid).mm();
         let start = self.kw.mmap_lock(mm).next_wake(t);
-        let read = self.kaccess(waker, self.scheduler.thread(tid).tstruct(), start);
-        let end = self.wake(tid, waker, read, false);
+        let end = self.wake_from_queue(tid, waker, start);
         let sem = self.kw.mmap_lock(mm);
         sem.woke_until(end);
         sem.read_held_until(end);
+    }
+
+    /// `waker`'s CPU wakes `tid` from a `mmap_lock` wait queue from `start`:
+    /// it reads the wakee's task and wakes it as any waker does
+    /// ([`Sim::wake`]); what that costs it is taken from its next
+    /// operation, as an interrupt's handler is. Returns when it ends.
+    fn wake_from_queue(&mut self, tid: usize, waker: usize, start: u64) -> u64 {
+        let read = self.kaccess(waker, self.scheduler.thread(tid).tstruct(), start);
+        let end = self.wake(tid, waker, read, false);
         self.m.cpus[waker].stolen += end - start;
         self.m.cpus[waker].irq_stolen += end - start;
+        end
     }
 
     /// `ttwu_do_activate`'s accounting for `tid`, last on `prev`, woken onto
