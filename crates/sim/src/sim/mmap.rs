@@ -289,6 +289,9 @@ impl Sim {
             let p = self.pt.pte_mut(r);
             if p.valid() {
                 frames.push(p.pfn);
+                // `pte_clear`: the slot is none again (a later read's
+                // fault-around maps it, `pte_range_none` counts it).
+                p.pfn = 0;
                 p.flags = 0;
                 p.ver = seq;
                 changed.push(r);

@@ -39,12 +39,42 @@ impl Program for Private {
     }
 }
 
+/// Maps two pages of file 1 privately, reads both, `MADV_DONTNEED`s both,
+/// reads page 0 again; then waits on a pipe nobody writes.
+struct ReadZapRead {
+    step: u32,
+    va: u64,
+}
+
+impl Program for ReadZapRead {
+    fn next(&mut self, ret: u64) -> Op {
+        self.step += 1;
+        match self.step {
+            1 => Op::Sys(Sys::MmapFile { file: 1, pages: 2, write: true, private: true }),
+            2 => {
+                self.va = ret;
+                Op::Touch { va: ret, pages: 2, write: false }
+            }
+            3 => Op::Sys(Sys::Madvise { va: self.va, pages: 2 }),
+            4 => Op::Touch { va: self.va, pages: 1, write: false },
+            5 => Op::Sys(Sys::Pipe),
+            6 => Op::Sys(Sys::PipeRead(ret as u32)),
+            _ => Op::Exit,
+        }
+    }
+}
+
 /// What a run left: each page's PTE (if present), the file's cached frames,
 /// the frames in use and the invalidations issued.
 fn run(write_read: bool, zap: bool) -> ([Option<Pte>; 2], [Option<u64>; 2], usize, u64) {
+    run_program(Box::new(Private { step: 0, va: 0, write_read, zap }))
+}
+
+/// [`run`] of any program that maps file 1's first two pages privately.
+fn run_program(program: Box<dyn Program>) -> ([Option<Pte>; 2], [Option<u64>; 2], usize, u64) {
     let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::named("skylake"), 1, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(1, 4, true));
-    sim.spawn(Box::new(Private { step: 0, va: 0, write_read, zap })).unwrap();
+    sim.spawn(program).unwrap();
     while !sim.is_lazy(0) {
         assert!(sim.step(), "cpu0 never went idle from the process");
     }
@@ -82,4 +112,14 @@ fn a_private_file_mapping_reads_the_cache_and_writes_a_copy_of_its_own() {
     let (ptes, cache, zapped, _) = run(false, true);
     assert!(ptes[0].is_none() && cache[0] == Some(cached0), "{ptes:?} {cache:?}");
     assert_eq!(zapped, frames - 1, "the copy is freed, the cached page stays");
+}
+
+#[test]
+fn a_zapped_pte_is_none_again_so_a_neighbours_fault_around_maps_it() {
+    // Both pages read (cached, mapped), both zapped: a read of page 0 maps
+    // page 1 too by fault-around, as `pte_clear` left its PTE none.
+    let (ptes, cache, _, _) = run_program(Box::new(ReadZapRead { step: 0, va: 0 }));
+    let [Some(p0), Some(p1)] = ptes else { panic!("fault-around mapped page 1 again: {ptes:?}") };
+    assert_eq!((Some(p0.pfn), Some(p1.pfn)), (cache[0], cache[1]));
+    assert!(!p1.writable(), "{p1:?}");
 }
