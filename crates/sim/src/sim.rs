@@ -544,8 +544,10 @@ pub struct Sim {
     scheduler: Scheduler,
     events: event::Events,
     ev_seq: u64,
-    /// Named timestamps recorded by `Op::Mark`, in cycles, with the counters then.
-    pub marks: Vec<(&'static str, u64, Stats)>,
+    /// Named timestamps recorded by `Op::Mark`, in cycles, with the counters
+    /// then and the cycles spent invalidating TLBs until then
+    /// ([`Sim::invalidating_cycles`]).
+    pub marks: Vec<(&'static str, u64, Stats, u64)>,
     /// Counters.
     pub stats: Stats,
     /// The first workload error (a segmentation fault, an impossible request).
@@ -742,6 +744,14 @@ impl Sim {
         self.m.counters
     }
 
+    /// Returns the cycles all CPUs have spent invalidating TLBs so far:
+    /// initiators inside the policy's flush calls (IPIs and waits included),
+    /// IPI handlers, and running CPUs processing broadcast invalidations they
+    /// did not issue.
+    pub fn invalidating_cycles(&self) -> u64 {
+        self.stats.flush_cycles + self.m.counters.ipi_handler_cycles + self.m.broadcast_stall_cycles()
+    }
+
     /// Returns the cycles running CPUs lost processing broadcast invalidations
     /// they did not issue (`Machine::broadcast_stall_cycles`).
     pub fn broadcast_stall_cycles(&self) -> u64 {
@@ -785,12 +795,12 @@ impl Sim {
 
     /// Returns the time of the latest mark called `name`, in cycles.
     pub fn mark(&self, name: &str) -> Option<u64> {
-        self.marks.iter().rev().find(|(n, _, _)| *n == name).map(|(_, t, _)| *t)
+        self.marks.iter().rev().find(|(n, ..)| *n == name).map(|(_, t, ..)| *t)
     }
 
     /// Returns the counters as they were at the latest mark called `name`.
     pub fn mark_stats(&self, name: &str) -> Option<Stats> {
-        self.marks.iter().rev().find(|(n, _, _)| *n == name).map(|(_, _, s)| *s)
+        self.marks.iter().rev().find(|(n, ..)| *n == name).map(|(_, _, s, _)| *s)
     }
 
     /// Returns the ASID tag `cpu` runs with (for tests).

@@ -139,7 +139,7 @@ fn madvise_bench_in_chunks_makes_one_call_per_chunk_and_sums_them_per_range() {
     // 1 MB: 256 pages.
     for (chunk_kb, calls) in [(0.0, 1), (4.0, 256), (64.0, 16), (6.0, 128)] {
         let sim = sim_of("madvise_bench", &[("size_mb", 1.0), ("iters", 2.0), ("advice", 1.0), ("chunk_kb", chunk_kb)]);
-        let starts = sim.marks.iter().filter(|(n, _, _)| *n == "call_start").count();
+        let starts = sim.marks.iter().filter(|(n, ..)| *n == "call_start").count();
         assert_eq!(starts, 2 * calls, "chunk_kb={chunk_kb}");
         // Each iteration: mmap, the calls, munmap.
         assert_eq!(sim.stats.syscalls, 2 * (calls as u64 + 2), "chunk_kb={chunk_kb}");

@@ -373,7 +373,7 @@ impl Sim {
                 now + self.jittered(c)
             }
             Op::Mark(name) => {
-                self.marks.push((name, now, self.stats));
+                self.marks.push((name, now, self.stats, self.invalidating_cycles()));
                 now
             }
             Op::Exit => self.in_kernel(now, |s| s.exit(cpu, tid, now)),

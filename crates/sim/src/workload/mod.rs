@@ -356,17 +356,17 @@ pub fn max_mms_with(name: &str, p: &Params, texts: &Texts, cpus: usize) -> usize
 
 /// Returns the times, in cycles, of every mark called `name`, in the order recorded.
 pub(crate) fn mark_times(sim: &Sim, name: &str) -> Vec<u64> {
-    sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).collect()
+    sim.marks.iter().filter(|(n, ..)| *n == name).map(|(_, t, ..)| *t).collect()
 }
 
 /// Returns the latest time, in cycles, at which any thread recorded mark `name`.
 pub(crate) fn mark_max(sim: &Sim, name: &str) -> Option<u64> {
-    sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, _)| *t).max()
+    sim.marks.iter().filter(|(n, ..)| *n == name).map(|(_, t, ..)| *t).max()
 }
 
 /// Returns how many marks called `name` were recorded, and their times' sum in cycles.
-fn mark_sum(sim: &Sim, name: &str) -> (u64, u64) {
-    sim.marks.iter().filter(|(n, _, _)| *n == name).fold((0, 0), |(k, s), (_, t, _)| (k + 1, s + t))
+pub(crate) fn mark_sum(sim: &Sim, name: &str) -> (u64, u64) {
+    sim.marks.iter().filter(|(n, ..)| *n == name).fold((0, 0), |(k, s), (_, t, ..)| (k + 1, s + t))
 }
 
 /// Returns `elapsed_s`: the time from the start of the run until the last

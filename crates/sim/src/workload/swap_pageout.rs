@@ -212,7 +212,7 @@ pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
 /// Returns `pageout_us`, `iter_us`, `pageout_ns_per_byte` and `flushes_per_call`.
 pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let pick = |name: &str| -> Vec<(u64, crate::sim::Stats)> {
-        sim.marks.iter().filter(|(n, _, _)| *n == name).map(|(_, t, s)| (*t, *s)).collect()
+        sim.marks.iter().filter(|(n, ..)| *n == name).map(|(_, t, s, _)| (*t, *s)).collect()
     };
     let (starts, ends) = (pick("pageout_start"), pick("pageout_end"));
     let iters = ITERS.usize(p);

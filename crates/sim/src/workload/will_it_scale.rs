@@ -32,9 +32,13 @@
 //!
 //! The gate is a pipe that each token opens for one reader (the simulated pipe
 //! has no `poll`); a task marks `"end"` when its work is done, and the window
-//! measured runs from the leader's `"start"` to the last `"end"`, first faults
-//! and all (no warm-up is discarded; a workload sizes its work so that they are
-//! a small part of it).
+//! measured runs from the leader's `"start"` to the last `"end"`. A testcase
+//! that starts cold has its first faults in that window (a workload sizes its
+//! work so that they are a small part of it); one that starts warm
+//! ([`setup_warm`]: the file testcases) puts each task in the state a long
+//! run would find it in before the gate opens, as will-it-scale's five
+//! discarded seconds do. The run's metrics count the warm-ups too; the
+//! results (`tlb_share` included) count the window only.
 //!
 //! What stays different: hwloc binds a task to a *core* (both SMT siblings),
 //! the model to one CPU, placed as hwloc's core order would on a machine whose
@@ -72,6 +76,28 @@ pub(crate) const FILE_ITERS: Count =
 /// The pages per mapping of the file-mapping benchmarks.
 pub(crate) const FILE_PAGES: Count =
     Count::new("pages", 32768, 1..=262_144, "4 KB pages per mapping (128 MiB: 32768); a munmap after each");
+
+/// Whether the file-mapping benchmarks start in their steady state.
+pub(crate) const FILE_STEADY: Count = Count::new(
+    "steady",
+    1,
+    0..=1,
+    "1: each task starts as a long run finds it, its file in the page cache and its lap at a page drawn from \
+     the seed; 0: every task at page 0 of its first lap, its file not yet read (the warm-up will-it-scale \
+     discards)",
+);
+
+/// Returns the page of its lap of `pages` that task `index` is at when a long
+/// run is sampled: drawn evenly from the run's `seed` (a SplitMix64 step of
+/// the seed and the task), since tasks that loop at their own pace for
+/// seconds are each somewhere in their lap, independently.
+pub(crate) fn lap_point(seed: u64, index: u64, pages: u64) -> u64 {
+    let mut z = seed ^ (index + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    z % pages.max(1)
+}
 
 /// Where task `i` runs: `main.c` binds it to hwloc core `i % cores`
 /// (`HWLOC_OBJ_CORE`, logical order: socket 0's cores, then socket 1's), so
@@ -155,6 +181,10 @@ pub(crate) struct Start {
     pub gate: Option<u32>,
     /// The pipe whose token the task's exit writes (process mode).
     pub done: Option<u32>,
+    /// The pipe the task writes one token into once it has warmed up, before
+    /// it reads the gate (a testcase that starts in its steady state,
+    /// [`setup_warm`]); `None` when it starts cold.
+    pub ready: Option<u32>,
     /// Address of the counters page; each iteration writes it.
     pub counters: u64,
     /// Threads or processes.
@@ -179,11 +209,30 @@ pub(crate) fn tasks(p: &Params, cpus: usize) -> u64 {
 
 /// Starts `p`'s tasks in `mode`, each built by `make`.
 pub(crate) fn setup(p: &Params, sim: &mut Sim, make: MakeTask) -> Result<(), Error> {
+    start_tasks(p, sim, make, false)
+}
+
+/// Starts `p`'s tasks as [`setup`] does, but opens the gate only once every
+/// task has warmed up: each gets a [`Start::ready`] pipe, puts itself in the
+/// state a long run would find it in, writes its token there and then waits
+/// at the gate; the harness reads every task's token, marks `"start"` and
+/// opens the gate. In threads mode every task, task 0 too, is a thread of its
+/// own and the leader exits once the gate is open (the real `main` sleeps
+/// between its samples).
+pub(crate) fn setup_warm(p: &Params, sim: &mut Sim, make: MakeTask) -> Result<(), Error> {
+    start_tasks(p, sim, make, true)
+}
+
+fn start_tasks(p: &Params, sim: &mut Sim, make: MakeTask, warm: bool) -> Result<(), Error> {
     let n = tasks(p, sim.cfg.ncpus);
     let bind = Binding::of(sim);
     let prog: Box<dyn Program> = match Mode::of(p) {
-        Mode::Threads => Box::new(Leader { tasks: n, bind, make, step: 0, start: 0, counters: 0, task: None }),
-        Mode::Processes => Box::new(Parent { tasks: n, bind, make, step: 0, gate: 0, done: 0, counters: 0 }),
+        Mode::Threads => {
+            Box::new(Leader { tasks: n, bind, make, step: 0, start: 0, ready: None, warm, counters: 0, task: None })
+        }
+        Mode::Processes => {
+            Box::new(Parent { tasks: n, bind, make, step: 0, gate: 0, done: 0, ready: None, warm, counters: 0 })
+        }
     };
     sim.spawn(prog)?;
     Ok(())
@@ -207,6 +256,10 @@ struct Leader {
     make: MakeTask,
     step: u64,
     start: u32,
+    /// The warmed-up tasks' pipe ([`setup_warm`]), once made.
+    ready: Option<u32>,
+    /// Whether the tasks warm up before the gate ([`setup_warm`]).
+    warm: bool,
     counters: u64,
     task: Option<Box<dyn Program>>,
 }
@@ -215,7 +268,32 @@ impl Leader {
     /// Returns what task `index` starts with.
     fn at(&self, index: u64, gate: Option<u32>) -> Start {
         let cpu = self.bind.cpu(index);
-        Start { index, cpu, gate, done: None, counters: self.counters, mode: Mode::Threads }
+        Start { index, cpu, gate, done: None, ready: self.ready, counters: self.counters, mode: Mode::Threads }
+    }
+
+    /// The leader's steps after the gate's pipe when the tasks warm up: make
+    /// the ready pipe, clone tasks 0 to `n - 1`, read a token from each, mark
+    /// `"start"`, open the gate for each and exit.
+    fn next_warm(&mut self, ret: u64) -> Op {
+        let n = self.tasks;
+        match self.step - 3 {
+            1 => {
+                self.start = ret as u32;
+                Op::Sys(Sys::Pipe)
+            }
+            s if s <= 1 + n => {
+                if s == 2 {
+                    self.ready = Some(ret as u32);
+                }
+                let at = self.at(s - 2, Some(self.start));
+                let task = (self.make)(at);
+                Op::Sys(Sys::CloneOn(at.cpu, task))
+            }
+            s if s <= 1 + 2 * n => Op::Sys(Sys::PipeRead(self.ready.unwrap_or_default())),
+            s if s == 2 + 2 * n => Op::Mark("start"),
+            s if s <= 2 + 3 * n => Op::Sys(Sys::PipeWrite(self.start)),
+            _ => Op::Exit,
+        }
     }
 }
 
@@ -233,6 +311,7 @@ impl Program for Leader {
                 Op::Touch { va: self.counters, pages: 1, write: true }
             }
             3 => Op::Sys(Sys::Pipe),
+            _ if self.warm => self.next_warm(ret),
             s if s <= 3 + (n - 1) => {
                 if s == 4 {
                     self.start = ret as u32;
@@ -271,6 +350,10 @@ struct Parent {
     step: u64,
     gate: u32,
     done: u32,
+    /// The warmed-up tasks' pipe ([`setup_warm`]), once made.
+    ready: Option<u32>,
+    /// Whether the tasks warm up before the gate ([`setup_warm`]).
+    warm: bool,
     counters: u64,
 }
 
@@ -278,6 +361,9 @@ impl Program for Parent {
     fn next(&mut self, ret: u64) -> Op {
         self.step += 1;
         let n = self.tasks;
+        // With warm tasks: a third pipe after `done`, and one token from each
+        // task read from it before the gate opens.
+        let w = u64::from(self.warm);
         match self.step {
             1 => Op::Sys(Sys::MmapFile { file: COUNTERS_FILE, pages: 1, write: true, private: false }),
             2 => {
@@ -289,26 +375,36 @@ impl Program for Parent {
                 self.gate = ret as u32;
                 Op::Sys(Sys::Pipe)
             }
-            s if s <= 4 + n => {
-                if s == 5 {
-                    self.done = ret as u32;
+            5 if self.warm => {
+                self.done = ret as u32;
+                Op::Sys(Sys::Pipe)
+            }
+            s if s <= 4 + w + n => {
+                if s == 5 + w {
+                    if self.warm {
+                        self.ready = Some(ret as u32);
+                    } else {
+                        self.done = ret as u32;
+                    }
                 }
                 // Tasks 1, 2, ..., then task 0, which shares CPU 0 with the
                 // parent: its token is the last one written.
-                let i = (s - 4) % n;
+                let i = (s - 4 - w) % n;
                 let start = Start {
                     index: i,
                     cpu: self.bind.cpu(i),
                     gate: Some(self.gate),
                     done: Some(self.done),
+                    ready: self.ready,
                     counters: self.counters,
                     mode: Mode::Processes,
                 };
                 Op::Sys(Sys::ForkOn(start.cpu, (self.make)(start)))
             }
-            s if s == 5 + n => Op::Mark("start"),
-            s if s <= 5 + 2 * n => Op::Sys(Sys::PipeWrite(self.gate)),
-            s if s <= 5 + 3 * n => Op::Sys(Sys::PipeRead(self.done)),
+            s if s <= 4 + w + n + w * n => Op::Sys(Sys::PipeRead(self.ready.unwrap_or_default())),
+            s if s == 5 + w + n + w * n => Op::Mark("start"),
+            s if s <= 5 + w + 2 * n + w * n => Op::Sys(Sys::PipeWrite(self.gate)),
+            s if s <= 5 + w + 3 * n + w * n => Op::Sys(Sys::PipeRead(self.done)),
             _ => Op::Exit,
         }
     }
@@ -319,15 +415,28 @@ pub(crate) const RESULTS: &[&str] = &["ops_per_s", "per_thread_ops", "tlb_share"
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of a run whose `tasks`
 /// tasks did `ops` iterations in all, from the window between the gate
-/// opening and the last task finishing.
+/// opening and the last task finishing. Where every task marked `"go"` as it
+/// began (a warm start, [`setup_warm`]), the rates are over each task's own
+/// time from its `"go"` to its `"end"` (their mean), as will-it-scale's
+/// tasks, which never wait at a gate in the seconds it averages, run: the
+/// gate's wake-ups (a task long idle wakes from a deep C-state) are not the
+/// loop's.
 pub(crate) fn result(workload: &'static str, tasks: u64, ops: u64, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let none = || super::unmeasured(workload, "no task finished; no timing was recorded");
     let start = super::mark_max(sim, "start").ok_or_else(none)?;
     let end = super::mark_max(sim, "end").ok_or_else(none)?;
     let ops = ops as f64;
-    let secs = (end - start) as f64 / sim.ghz() / 1e9;
-    let h = sim.counters();
-    let invalidating = sim.stats.flush_cycles + h.ipi_handler_cycles + sim.broadcast_stall_cycles();
+    let (gone, go) = super::mark_sum(sim, "go");
+    let (ended, ends) = super::mark_sum(sim, "end");
+    let cycles = if gone == tasks && ended == tasks && tasks > 0 {
+        ends.saturating_sub(go) as f64 / tasks as f64
+    } else {
+        (end - start) as f64
+    };
+    let secs = cycles / sim.ghz() / 1e9;
+    // What was spent before the gate opened (warm-ups) is not the window's.
+    let before = sim.marks.iter().filter(|m| m.0 == "start").map(|m| m.3).max().unwrap_or(0);
+    let invalidating = sim.invalidating_cycles() - before;
     let mut r = BTreeMap::new();
     r.insert("ops_per_s".to_string(), ops / secs);
     r.insert("per_thread_ops".to_string(), ops / secs / tasks as f64);

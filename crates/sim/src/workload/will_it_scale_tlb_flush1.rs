@@ -25,13 +25,21 @@
 //! LRU as a file page) and copies it to a page of the mapping's own
 //! (`do_cow_fault`); the `madvise` zaps and frees that copy; the read fault
 //! maps the page cache's page read-only, with the cached pages around it
-//! (`do_read_fault`, fault-around). Fixed work instead of fixed time: at the
-//! default 512 iterations of a 32768-page mapping no `munmap` falls in the
-//! run, as none falls in 63 of every 64 such stretches of the real loop: one
-//! full flush and a 128 MiB unmap per 32768 iterations is an estimated 1% of
-//! the time or less (32768 present PTEs zapped at tens of nanoseconds each,
-//! against a few microseconds or more per iteration); `iters` at a multiple of
-//! `pages` includes them.
+//! (`do_read_fault`, fault-around: the cached pages of its 16-page window
+//! are mapped read-only too, so the stores to them copy over a present PTE,
+//! `wp_page_copy`, and flush it). Fixed work instead of fixed time, sampled
+//! where will-it-scale samples, in the steady state (`steady=1`, the
+//! default; [`super::will_it_scale::setup_warm`]): before the gate each task
+//! reads its whole file into the page cache (its earlier laps left it
+//! there), unmaps it, reads again the pages before the one it starts at
+//! (drawn from the seed), as this lap's loads left them mapped, and begins
+//! there; so a task's `munmap` (one full flush, 32768 PTEs zapped, while
+//! `mmap_lock` is held for writing and the other tasks' faults and
+//! `madvise`s wait) falls in the run as often as in the real loop, once in
+//! 32768 iterations, at 512 iterations in about one task of 64. `steady=0`
+//! runs the first 512 iterations of a fresh start instead, every write
+//! fault reading its page into the page cache (the warm-up will-it-scale
+//! discards).
 //!
 //! What stays different: the file is the simulator's page cache (a tmpfs
 //! file in effect, as will-it-scale's `/tmp` is on 0-day's machines); the

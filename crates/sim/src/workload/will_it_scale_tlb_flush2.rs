@@ -75,6 +75,11 @@ pub(crate) struct FlushLoop {
     pages: u64,
     done: u64,
     page: u64,
+    /// The page of its first mapping the task starts at (0 unless it warms
+    /// up, [`FlushLoop::warm`]).
+    first: u64,
+    /// Whether it has warmed up (or starts cold).
+    warmed: bool,
     buf: u64,
     /// Where in the iteration: 0 store, 1 madvise, 2 load, 3 counter.
     part: u8,
@@ -84,7 +89,20 @@ pub(crate) struct FlushLoop {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Wait,
+    /// A warm task past the gate: mark where its own window begins.
+    Go,
     Map,
+    /// A mapping is made (its address is the call's return).
+    Mapped,
+    /// Fill the page cache by reading the whole first mapping.
+    Fill,
+    /// Unmap what the fill mapped (the page cache keeps the pages).
+    Drop,
+    /// Read the pages before the first one again, as its earlier
+    /// iterations left them mapped.
+    Back,
+    /// Tell the harness the task is warm.
+    Ready,
     Pages,
     Unmap,
     Done,
@@ -97,7 +115,32 @@ impl FlushLoop {
     /// mapping its last iteration completes).
     pub(crate) fn new(at: Start, backing: Backing, iters: u64, pages: u64) -> Self {
         let stage = if at.gate.is_some() { Stage::Wait } else { Stage::Map };
-        FlushLoop { at, backing, iters, pages, done: 0, page: 0, buf: 0, part: 0, stage }
+        FlushLoop { at, backing, iters, pages, done: 0, page: 0, first: 0, warmed: true, buf: 0, part: 0, stage }
+    }
+
+    /// Returns the loop of [`FlushLoop::new`] for a task that starts as a long
+    /// run finds it (`at.ready` set, [`will_it_scale::setup_warm`]): before
+    /// the gate it maps its file, reads every page of it into the page cache
+    /// (the laps before have left them all there), unmaps them and reads
+    /// pages `0..first` again, as the loads of this lap's iterations so far
+    /// left them mapped, then tells the harness and waits at the gate; past
+    /// it, it marks `"go"` (where its own window begins) and its iterations
+    /// begin at page `first`.
+    pub(crate) fn warm(at: Start, backing: Backing, iters: u64, pages: u64, first: u64) -> Self {
+        let first = first.min(pages.saturating_sub(1));
+        let stage = Stage::Map;
+        FlushLoop { at, backing, iters, pages, done: 0, page: first, first, warmed: false, buf: 0, part: 0, stage }
+    }
+
+    /// The store, `madvise` or load of part `part` of the iteration at
+    /// page `va`, or the counter's increment.
+    fn part_op(&self, va: u64) -> Op {
+        match self.part {
+            0 => Op::Touch { va, pages: 1, write: true },
+            1 => Op::Sys(Sys::Madvise { va, pages: 1 }),
+            2 => Op::Touch { va, pages: 1, write: false },
+            _ => Op::Touch { va: self.at.counters, pages: 1, write: true },
+        }
     }
 }
 
@@ -106,17 +149,45 @@ impl Program for FlushLoop {
         loop {
             match self.stage {
                 Stage::Wait => {
-                    self.stage = Stage::Map;
+                    self.stage = if self.warmed && self.at.ready.is_some() { Stage::Go } else { Stage::Map };
                     return Op::Sys(Sys::PipeRead(self.at.gate.unwrap_or_default()));
+                }
+                Stage::Go => {
+                    self.stage = Stage::Pages;
+                    return Op::Mark("go");
+                }
+                Stage::Mapped => {
+                    self.buf = ret;
+                    self.page = if self.warmed { 0 } else { self.first };
+                    self.part = 0;
+                    self.stage = if self.warmed { Stage::Pages } else { Stage::Fill };
+                    continue;
+                }
+                Stage::Fill => {
+                    self.stage = Stage::Drop;
+                    return Op::Touch { va: self.buf, pages: self.pages, write: false };
+                }
+                Stage::Drop => {
+                    self.stage = Stage::Back;
+                    return Op::Sys(Sys::Madvise { va: self.buf, pages: self.pages });
+                }
+                Stage::Back => {
+                    self.stage = Stage::Ready;
+                    if self.first > 0 {
+                        return Op::Touch { va: self.buf, pages: self.first, write: false };
+                    }
+                }
+                Stage::Ready => {
+                    self.warmed = true;
+                    self.stage = Stage::Wait;
+                    return Op::Sys(Sys::PipeWrite(self.at.ready.unwrap_or_default()));
                 }
                 Stage::Map => {
                     if self.done == self.iters {
                         self.stage = Stage::Done;
                         continue;
                     }
-                    self.stage = Stage::Pages;
-                    self.page = 0;
-                    self.part = 0;
+                    self.stage = Stage::Mapped;
                     return Op::Sys(match self.backing {
                         Backing::Anon => Sys::Mmap { pages: self.pages, write: true },
                         Backing::File(file) => Sys::MmapFile { file, pages: self.pages, write: true, private: false },
@@ -126,9 +197,6 @@ impl Program for FlushLoop {
                     });
                 }
                 Stage::Pages => {
-                    if self.page == 0 && self.part == 0 {
-                        self.buf = ret;
-                    }
                     if self.page == self.pages {
                         self.stage = Stage::Unmap;
                         continue;
@@ -138,13 +206,7 @@ impl Program for FlushLoop {
                         self.stage = Stage::Done;
                         continue;
                     }
-                    let va = self.buf + self.page * 4096;
-                    let op = match self.part {
-                        0 => Op::Touch { va, pages: 1, write: true },
-                        1 => Op::Sys(Sys::Madvise { va, pages: 1 }),
-                        2 => Op::Touch { va, pages: 1, write: false },
-                        _ => Op::Touch { va: self.at.counters, pages: 1, write: true },
-                    };
+                    let op = self.part_op(self.buf + self.page * 4096);
                     self.part += 1;
                     if self.part == 4 {
                         self.part = 0;
@@ -183,8 +245,13 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
 
 /// The parameters of the testcases whose tasks each loop over a mapping of a
 /// file of their own (`tlb_flush1`, `tlb_flush3`).
-pub(crate) const FILE_PARAMS: &[ParamDef] =
-    &[will_it_scale::TASKS.0, will_it_scale::MODE.0, will_it_scale::FILE_ITERS.0, will_it_scale::FILE_PAGES.0];
+pub(crate) const FILE_PARAMS: &[ParamDef] = &[
+    will_it_scale::TASKS.0,
+    will_it_scale::MODE.0,
+    will_it_scale::FILE_ITERS.0,
+    will_it_scale::FILE_PAGES.0,
+    will_it_scale::FILE_STEADY.0,
+];
 
 /// Returns the entry of a file testcase (`tlb_flush1`, `tlb_flush3`): its own
 /// `setup` calls [`setup_file`], its `result` [`file_result`].
@@ -204,11 +271,20 @@ pub(crate) const fn file_def(
 /// `backing(task)`.
 pub(crate) fn setup_file(p: &Params, sim: &mut Sim, backing: fn(&Start) -> Backing) -> Result<(), Error> {
     let (iters, pages) = (will_it_scale::FILE_ITERS.of(p), will_it_scale::FILE_PAGES.of(p));
+    if will_it_scale::FILE_STEADY.of(p) == 0 {
+        let make = move |at: Start| -> Box<dyn Program> {
+            let backing = backing(&at);
+            Box::new(FlushLoop::new(at, backing, iters, pages))
+        };
+        return will_it_scale::setup(p, sim, Box::new(make));
+    }
+    let seed = sim.cfg.seed;
     let make = move |at: Start| -> Box<dyn Program> {
         let backing = backing(&at);
-        Box::new(FlushLoop::new(at, backing, iters, pages))
+        let first = will_it_scale::lap_point(seed, at.index, pages);
+        Box::new(FlushLoop::warm(at, backing, iters, pages, first))
     };
-    will_it_scale::setup(p, sim, Box::new(make))
+    will_it_scale::setup_warm(p, sim, Box::new(make))
 }
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of file testcase
@@ -221,7 +297,42 @@ pub(crate) fn file_result(workload: &'static str, p: &Params, sim: &Sim) -> Resu
 
 #[cfg(test)]
 mod tests {
+    use super::{Backing, FlushLoop};
+    use crate::program::{Op, Program, Sys};
     use crate::run::{run, RunSpec};
+    use crate::workload::will_it_scale::{Mode, Start};
+
+    #[test]
+    fn a_warm_task_fills_the_cache_maps_its_lap_so_far_and_starts_at_its_page() {
+        let at = Start {
+            index: 3,
+            cpu: 3,
+            gate: Some(7),
+            done: None,
+            ready: Some(8),
+            counters: 0x9000,
+            mode: Mode::Threads,
+        };
+        let (buf, pages, first) = (0x4000_0000u64, 64u64, 40u64);
+        let mut task = FlushLoop::warm(at, Backing::PrivateFile(4), 100, pages, first);
+        assert!(matches!(task.next(0), Op::Sys(Sys::MmapFile { file: 4, pages: 64, write: true, private: true })));
+        assert!(matches!(task.next(buf), Op::Touch { va, pages: 64, write: false } if va == buf), "the fill");
+        assert!(matches!(task.next(0), Op::Sys(Sys::Madvise { va, pages: 64 }) if va == buf), "the drop");
+        assert!(matches!(task.next(0), Op::Touch { va, pages: 40, write: false } if va == buf), "pages 0..first");
+        assert!(matches!(task.next(0), Op::Sys(Sys::PipeWrite(8))), "warm");
+        assert!(matches!(task.next(0), Op::Sys(Sys::PipeRead(7))), "the gate");
+        assert!(matches!(task.next(0), Op::Mark("go")));
+        let page = |n: u64| buf + n * 4096;
+        assert!(matches!(task.next(0), Op::Touch { va, pages: 1, write: true } if va == page(first)));
+        // The rest of the lap (24 pages, four operations each), then its munmap.
+        let madvises =
+            (1..4 * (pages - first)).filter(|_| matches!(task.next(0), Op::Sys(Sys::Madvise { .. }))).count();
+        assert_eq!(madvises as u64, pages - first);
+        assert!(matches!(task.next(0), Op::Sys(Sys::Munmap { va, pages: 64 }) if va == buf), "the lap ends");
+        // The next lap starts cold-free: no fill, page 0 of the new mapping.
+        assert!(matches!(task.next(0), Op::Sys(Sys::MmapFile { .. })));
+        assert!(matches!(task.next(0x5000_0000), Op::Touch { va: 0x5000_0000, pages: 1, write: true }));
+    }
 
     fn per_thread(policy: &str, cpus: usize) -> f64 {
         let spec = RunSpec {

@@ -23,15 +23,14 @@
 //! `i + 1`), whose pages live in the simulated page cache: the store's fault
 //! maps (the first time, allocates) the file's page, the `madvise` zaps a dirty
 //! PTE, whose dirtiness the kernel must keep, and the load maps the page again.
-//! Fixed work instead of fixed time: at the default 512 iterations of a
-//! 32768-page mapping no `munmap` falls in the run, as none falls in 63 of
-//! every 64 such stretches of the real loop (an estimated 1% of its time, see
-//! [`super::will_it_scale_tlb_flush1`]); `iters` at a multiple of `pages`
-//! includes them.
+//! Fixed work instead of fixed time, in the steady state as
+//! [`super::will_it_scale_tlb_flush1`] starts it (`steady=1`: every page of
+//! the file cached, each task at its own page of its lap, a `munmap` in the
+//! run as often as in the real loop).
 //!
-//! What stays different: the file's first touch of each page allocates it in
-//! the page cache with no I/O (a sparse file on any file system reads as
-//! zeroes); the file system's `page_mkwrite` on the write fault (on ext4 a
+//! What stays different: the file's first touch of each page (before the
+//! gate, or with `steady=0` in the run) allocates it in the page cache with
+//! no I/O (a sparse file on any file system reads as zeroes); the file system's `page_mkwrite` on the write fault (on ext4 a
 //! block allocation in the sparse file, on tmpfs none; will-it-scale's files are
 //! in `/tmp`, whichever it is) and writeback of the dirty pages are not
 //! modelled. The read fault maps the rest of its 16-page window with the page
