@@ -8,73 +8,71 @@ use super::*;
 use crate::preset;
 use tlbkit_policy::asid::LinuxX86;
 
-/// Maps two pages of file 1 privately: writes page 0, reads page 1, then
-/// writes page 1 if `write_read` and `MADV_DONTNEED`s page 0 if `zap`; then
-/// waits on a pipe nobody writes (its CPU goes idle with them mapped).
-struct Private {
-    step: u32,
+/// One step of a [`Script`], given the mapping's address.
+type Step = fn(u64) -> Op;
+
+/// Maps two pages of file 1 privately, runs its steps on them, then waits on
+/// a pipe nobody writes (its CPU goes idle with them mapped).
+struct Script {
+    steps: Vec<Step>,
+    next: usize,
     va: u64,
-    write_read: bool,
-    zap: bool,
 }
 
-impl Program for Private {
+impl Program for Script {
     fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        match self.step {
+        self.next += 1;
+        let k = self.steps.len();
+        match self.next {
             1 => Op::Sys(Sys::MmapFile { file: 1, pages: 2, write: true, private: true }),
-            2 => {
-                self.va = ret;
-                Op::Touch { va: ret, pages: 1, write: true }
+            i if i <= k + 1 => {
+                if i == 2 {
+                    self.va = ret;
+                }
+                self.steps[i - 2](self.va)
             }
-            3 => Op::Touch { va: self.va + 4096, pages: 1, write: false },
-            4 if self.write_read => Op::Touch { va: self.va + 4096, pages: 1, write: true },
-            4 => Op::Compute(1),
-            5 if self.zap => Op::Sys(Sys::Madvise { va: self.va, pages: 1 }),
-            5 => Op::Compute(1),
-            6 => Op::Sys(Sys::Pipe),
-            7 => Op::Sys(Sys::PipeRead(ret as u32)),
+            i if i == k + 2 => Op::Sys(Sys::Pipe),
+            i if i == k + 3 => Op::Sys(Sys::PipeRead(ret as u32)),
             _ => Op::Exit,
         }
     }
 }
 
-/// Maps two pages of file 1 privately, reads both, `MADV_DONTNEED`s both,
-/// reads page 0 again; then waits on a pipe nobody writes.
-struct ReadZapRead {
-    step: u32,
-    va: u64,
+fn write0(va: u64) -> Op {
+    Op::Touch { va, pages: 1, write: true }
 }
 
-impl Program for ReadZapRead {
-    fn next(&mut self, ret: u64) -> Op {
-        self.step += 1;
-        match self.step {
-            1 => Op::Sys(Sys::MmapFile { file: 1, pages: 2, write: true, private: true }),
-            2 => {
-                self.va = ret;
-                Op::Touch { va: ret, pages: 2, write: false }
-            }
-            3 => Op::Sys(Sys::Madvise { va: self.va, pages: 2 }),
-            4 => Op::Touch { va: self.va, pages: 1, write: false },
-            5 => Op::Sys(Sys::Pipe),
-            6 => Op::Sys(Sys::PipeRead(ret as u32)),
-            _ => Op::Exit,
-        }
-    }
+fn read0(va: u64) -> Op {
+    Op::Touch { va, pages: 1, write: false }
 }
 
-/// What a run left: each page's PTE (if present), the file's cached frames,
-/// the frames in use and the invalidations issued.
+fn read1(va: u64) -> Op {
+    Op::Touch { va: va + 4096, pages: 1, write: false }
+}
+
+fn write1(va: u64) -> Op {
+    Op::Touch { va: va + 4096, pages: 1, write: true }
+}
+
+/// What a run left after writing page 0 and reading page 1, then writing
+/// page 1 if `write_read` and `MADV_DONTNEED`ing page 0 if `zap`.
 fn run(write_read: bool, zap: bool) -> ([Option<Pte>; 2], [Option<u64>; 2], usize, u64) {
-    run_program(Box::new(Private { step: 0, va: 0, write_read, zap }))
+    let mut steps: Vec<Step> = vec![write0, read1];
+    if write_read {
+        steps.push(write1);
+    }
+    if zap {
+        steps.push(|va| Op::Sys(Sys::Madvise { va, pages: 1 }));
+    }
+    run_script(steps)
 }
 
-/// [`run`] of any program that maps file 1's first two pages privately.
-fn run_program(program: Box<dyn Program>) -> ([Option<Pte>; 2], [Option<u64>; 2], usize, u64) {
+/// What a [`Script`] of `steps` left: each page's PTE (if present), the file's
+/// cached frames, the frames in use and the invalidations issued.
+fn run_script(steps: Vec<Step>) -> ([Option<Pte>; 2], [Option<u64>; 2], usize, u64) {
     let cfg = SimConfig { max_mms: 4, max_events: 10_000, ..SimConfig::quiet(preset::named("skylake"), 1, 1) };
     let mut sim = Sim::new(cfg, LinuxX86::new(1, 4, true));
-    sim.spawn(program).unwrap();
+    sim.spawn(Box::new(Script { steps, next: 0, va: 0 })).unwrap();
     while !sim.is_lazy(0) {
         assert!(sim.step(), "cpu0 never went idle from the process");
     }
@@ -118,7 +116,8 @@ fn a_private_file_mapping_reads_the_cache_and_writes_a_copy_of_its_own() {
 fn a_zapped_pte_is_none_again_so_a_neighbours_fault_around_maps_it() {
     // Both pages read (cached, mapped), both zapped: a read of page 0 maps
     // page 1 too by fault-around, as `pte_clear` left its PTE none.
-    let (ptes, cache, _, _) = run_program(Box::new(ReadZapRead { step: 0, va: 0 }));
+    let both = |va| Op::Touch { va, pages: 2, write: false };
+    let (ptes, cache, _, _) = run_script(vec![both, |va| Op::Sys(Sys::Madvise { va, pages: 2 }), read0]);
     let [Some(p0), Some(p1)] = ptes else { panic!("fault-around mapped page 1 again: {ptes:?}") };
     assert_eq!((Some(p0.pfn), Some(p1.pfn)), (cache[0], cache[1]));
     assert!(!p1.writable(), "{p1:?}");
