@@ -77,13 +77,13 @@ pub(crate) const FILE_ITERS: Count =
 pub(crate) const FILE_PAGES: Count =
     Count::new("pages", 32768, 1..=262_144, "4 KB pages per mapping (128 MiB: 32768); a munmap after each");
 
-/// Whether the file-mapping benchmarks start in their steady state.
-pub(crate) const FILE_STEADY: Count = Count::new(
+/// Whether the `tlb_flush` testcases start in their steady state.
+pub(crate) const STEADY: Count = Count::new(
     "steady",
     1,
     0..=1,
-    "1: each task starts as a long run finds it, its file in the page cache and its lap at a page drawn from \
-     the seed; 0: every task at page 0 of its first lap, its file not yet read (the warm-up will-it-scale \
+    "1: each task starts as a long run finds it, at a page of its lap drawn from the seed (a file testcase's \
+     file in the page cache); 0: every task at page 0 of its first lap, in step (the warm-up will-it-scale \
      discards)",
 );
 

@@ -16,9 +16,15 @@
 //! one task per CPU.
 //!
 //! The model: the harness starts `tasks` tasks (`mode` 0 threads, 1
-//! processes), each bound to its CPU; each runs `laps` map/unmap cycles of
-//! `pages` pages. Fixed work instead of will-it-scale's fixed time: the run
-//! ends when the last task has finished its laps.
+//! processes), each bound to its CPU; each runs `laps` times `pages`
+//! iterations. Fixed work instead of will-it-scale's fixed time: the run
+//! ends when the last task has finished. Each task starts where a long run
+//! finds it (`steady=1`, the default; [`will_it_scale::setup_warm`]): at its
+//! own page of its lap, drawn from the seed, the pages before it mapped to
+//! the zero page as this lap's loads left them, so the tasks' `munmap`s
+//! (each holding `mmap_lock` for writing) fall at their own times as in the
+//! real loop; `steady=0` starts every task at page 0, in step, and their
+//! `munmap`s fall together.
 //!
 //! What stays different: neighbouring mappings are not merged. (One task's
 //! `mmap`/`munmap` holds `mmap_lock` for writing while the others' faults and
@@ -47,7 +53,7 @@ pub const DEF: WorkloadDef = WorkloadDef::new(
     "will_it_scale_tlb_flush2",
     "will-it-scale tlb_flush2: each task maps 1 MiB, writes, madvise(DONTNEED)s and reads each page, \
      then unmaps it (threads or processes; LKP: one task per CPU)",
-    &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0],
+    &[will_it_scale::TASKS.0, LAPS.0, PAGES.0, will_it_scale::MODE.0, will_it_scale::STEADY.0],
     will_it_scale::RESULTS,
     |p, _, sim, _| setup(p, sim),
     |p, main, _| result(p, main),
@@ -120,12 +126,13 @@ impl FlushLoop {
 
     /// Returns the loop of [`FlushLoop::new`] for a task that starts as a long
     /// run finds it (`at.ready` set, [`will_it_scale::setup_warm`]): before
-    /// the gate it maps its file, reads every page of it into the page cache
-    /// (the laps before have left them all there), unmaps them and reads
-    /// pages `0..first` again, as the loads of this lap's iterations so far
-    /// left them mapped, then tells the harness and waits at the gate; past
-    /// it, it marks `"go"` (where its own window begins) and its iterations
-    /// begin at page `first`.
+    /// the gate it maps its memory; a file's it reads whole into the page
+    /// cache (the laps before have left every page there) and unmaps; it
+    /// reads pages `0..first`, as the loads of this lap's iterations so far
+    /// left them mapped (the file's pages, or for anonymous memory the zero
+    /// page), then tells the harness and waits at the gate; past it, it marks
+    /// `"go"` (where its own window begins) and its iterations begin at page
+    /// `first`.
     pub(crate) fn warm(at: Start, backing: Backing, iters: u64, pages: u64, first: u64) -> Self {
         let first = first.min(pages.saturating_sub(1));
         let stage = Stage::Map;
@@ -160,7 +167,12 @@ impl Program for FlushLoop {
                     self.buf = ret;
                     self.page = if self.warmed { 0 } else { self.first };
                     self.part = 0;
-                    self.stage = if self.warmed { Stage::Pages } else { Stage::Fill };
+                    // Anonymous memory has no page cache to fill.
+                    self.stage = match (self.warmed, self.backing) {
+                        (true, _) => Stage::Pages,
+                        (false, Backing::Anon) => Stage::Back,
+                        (false, _) => Stage::Fill,
+                    };
                     continue;
                 }
                 Stage::Fill => {
@@ -232,8 +244,27 @@ impl Program for FlushLoop {
 /// Starts the tasks.
 pub fn setup(p: &Params, sim: &mut Sim) -> Result<(), Error> {
     let (pages, iters) = (PAGES.of(p), LAPS.of(p) * PAGES.of(p));
-    let make = move |at: Start| -> Box<dyn Program> { Box::new(FlushLoop::new(at, Backing::Anon, iters, pages)) };
-    will_it_scale::setup(p, sim, Box::new(make))
+    start(p, sim, |_| Backing::Anon, iters, pages)
+}
+
+/// Starts tasks that each loop `iters` times over mappings of `pages` pages
+/// backed by `backing(task)`: all at page 0 of their first lap with
+/// `steady=0`, else each warm at its own page ([`FlushLoop::warm`]).
+fn start(p: &Params, sim: &mut Sim, backing: fn(&Start) -> Backing, iters: u64, pages: u64) -> Result<(), Error> {
+    if will_it_scale::STEADY.of(p) == 0 {
+        let make = move |at: Start| -> Box<dyn Program> {
+            let backing = backing(&at);
+            Box::new(FlushLoop::new(at, backing, iters, pages))
+        };
+        return will_it_scale::setup(p, sim, Box::new(make));
+    }
+    let seed = sim.cfg.seed;
+    let make = move |at: Start| -> Box<dyn Program> {
+        let backing = backing(&at);
+        let first = will_it_scale::lap_point(seed, at.index, pages);
+        Box::new(FlushLoop::warm(at, backing, iters, pages, first))
+    };
+    will_it_scale::setup_warm(p, sim, Box::new(make))
 }
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` from the window
@@ -250,7 +281,7 @@ pub(crate) const FILE_PARAMS: &[ParamDef] = &[
     will_it_scale::MODE.0,
     will_it_scale::FILE_ITERS.0,
     will_it_scale::FILE_PAGES.0,
-    will_it_scale::FILE_STEADY.0,
+    will_it_scale::STEADY.0,
 ];
 
 /// Returns the entry of a file testcase (`tlb_flush1`, `tlb_flush3`): its own
@@ -270,21 +301,7 @@ pub(crate) const fn file_def(
 /// loops `iters` times over mappings of `pages` pages, backed by
 /// `backing(task)`.
 pub(crate) fn setup_file(p: &Params, sim: &mut Sim, backing: fn(&Start) -> Backing) -> Result<(), Error> {
-    let (iters, pages) = (will_it_scale::FILE_ITERS.of(p), will_it_scale::FILE_PAGES.of(p));
-    if will_it_scale::FILE_STEADY.of(p) == 0 {
-        let make = move |at: Start| -> Box<dyn Program> {
-            let backing = backing(&at);
-            Box::new(FlushLoop::new(at, backing, iters, pages))
-        };
-        return will_it_scale::setup(p, sim, Box::new(make));
-    }
-    let seed = sim.cfg.seed;
-    let make = move |at: Start| -> Box<dyn Program> {
-        let backing = backing(&at);
-        let first = will_it_scale::lap_point(seed, at.index, pages);
-        Box::new(FlushLoop::warm(at, backing, iters, pages, first))
-    };
-    will_it_scale::setup_warm(p, sim, Box::new(make))
+    start(p, sim, backing, will_it_scale::FILE_ITERS.of(p), will_it_scale::FILE_PAGES.of(p))
 }
 
 /// Returns `ops_per_s`, `per_thread_ops` and `tlb_share` of file testcase
@@ -332,6 +349,16 @@ mod tests {
         // The next lap starts cold-free: no fill, page 0 of the new mapping.
         assert!(matches!(task.next(0), Op::Sys(Sys::MmapFile { .. })));
         assert!(matches!(task.next(0x5000_0000), Op::Touch { va: 0x5000_0000, pages: 1, write: true }));
+    }
+
+    #[test]
+    fn a_warm_anonymous_task_only_maps_its_lap_so_far_to_the_zero_page() {
+        let at =
+            Start { index: 0, cpu: 0, gate: Some(2), done: None, ready: Some(3), counters: 0, mode: Mode::Threads };
+        let mut task = FlushLoop::warm(at, Backing::Anon, 512, 256, 100);
+        assert!(matches!(task.next(0), Op::Sys(Sys::Mmap { pages: 256, write: true })));
+        assert!(matches!(task.next(0x1000), Op::Touch { va: 0x1000, pages: 100, write: false }), "no fill");
+        assert!(matches!(task.next(0), Op::Sys(Sys::PipeWrite(3))));
     }
 
     fn per_thread(policy: &str, cpus: usize) -> f64 {
