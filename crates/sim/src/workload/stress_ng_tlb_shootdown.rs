@@ -575,8 +575,7 @@ pub fn result(p: &Params, sim: &Sim) -> Result<BTreeMap<String, f64>, Error> {
     let mean_run = (ends.iter().sum::<u64>() - starts.iter().sum::<u64>()) as f64 / workers as f64;
     let child_span = (child_ends.iter().sum::<u64>() - child_starts.iter().sum::<u64>()) as f64;
     let (first, last) = (starts.iter().min().copied().unwrap_or(0), ends.iter().max().copied().unwrap_or(0));
-    let h = sim.counters();
-    let invalidating = sim.stats.flush_cycles + h.ipi_handler_cycles + sim.broadcast_stall_cycles();
+    let invalidating = sim.invalidating_cycles();
     let mut r = BTreeMap::new();
     r.insert("bogo_ops_per_s".to_string(), ops as f64 / (mean_run / ghz / 1e9));
     r.insert("child_iter_us".to_string(), child_span / child_ops.max(1) as f64 / ghz / 1e3);
